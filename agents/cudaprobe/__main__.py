@@ -1,0 +1,5 @@
+import sys
+
+from agents.cudaprobe.cli import main
+
+sys.exit(main())

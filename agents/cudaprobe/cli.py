@@ -1,0 +1,58 @@
+"""Command line: python -m agents.cudaprobe [--mode quick|standard|full] [--json] [--only ...] [--skip ...]."""
+
+import argparse
+import json
+import sys
+
+from agents.cudaprobe import AGENT_VERSION
+from agents.cudaprobe.engine import Context, run_checks, select
+from agents.cudaprobe.registry import MODES, load_all
+from agents.cudaprobe.render import render_table
+
+
+def _csv(value):
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="cudaprobe", description="Layered validation of a GPU node.")
+    parser.add_argument("--mode", choices=MODES, default="quick",
+                        help="quick: L0-L4 without benchmarks; standard: everything, short benchmarks; full: longer")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (progress goes to stderr)")
+    parser.add_argument("--only", type=_csv, default=[], help="layers or check ids, comma separated (L1,cuda.matmul)")
+    parser.add_argument("--skip", type=_csv, default=[], help="layers or check ids to leave out")
+    parser.add_argument("--master-port", type=int, help="port for local rendezvous (default: a free one)")
+    parser.add_argument("--peer-role", choices=("rank0", "rank1"), help="run the cross-node pair test as this rank")
+    parser.add_argument("--master", help="ADDR:PORT of rank 0 for the cross-node pair")
+    parser.add_argument("--world", type=int, default=2, help="ranks in the cross-node pair (2)")
+    parser.add_argument("--peer-timeout", type=float, default=60.0, help="seconds to wait for the peer")
+    parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    parser.add_argument("--version", action="version", version=AGENT_VERSION)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    specs = load_all()
+    if args.list:
+        for spec in specs:
+            print("%-9s %-26s %-22s %s" % (spec.layer, spec.id, ",".join(spec.modes), spec.title))
+        return 0
+    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout}
+    skip = list(args.skip)
+    if args.peer_role:
+        if not args.master or ":" not in args.master or args.world != 2:
+            parser.error("--peer-role needs --master ADDR:PORT and --world 2")
+        address, _, port = args.master.rpartition(":")
+        options.update(peer_role=args.peer_role, master=(address, int(port)))
+    else:
+        skip.append("comm.peer")
+    chosen = select(specs, args.mode, args.only, skip)
+    ctx = Context(args.mode, options)
+    report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_table(report))
+    return {"pass": 0, "warn": 0}.get(report["verdict"], 1)

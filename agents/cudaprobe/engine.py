@@ -1,0 +1,162 @@
+"""Run the selected checks in order, enforce layer blocking, and assemble the report."""
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+
+from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA
+from agents.cudaprobe.model import ERROR, FAIL, LAYERS, PASS, SKIP, WARN, Outcome, bounded
+
+GATING_LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6")
+
+
+class Context:
+    """Shared state of one agent run: options, facts found by earlier checks, results so far."""
+
+    def __init__(self, mode, options=None, environ=None):
+        self.mode = mode
+        self.options = options or {}
+        self.environ = dict(os.environ if environ is None else environ)
+        self.facts = {}
+        self.results = {}
+        self.budget_s = 30
+
+    def path(self, name, default):
+        """Paths the fault-injection harness may redirect (e.g. CUDAPROBE_PROC_MODULES)."""
+        return self.environ.get("CUDAPROBE_" + name, default)
+
+
+def emit_event(stream, **event):
+    if stream is None:
+        return
+    event["t"] = round(time.time(), 3)
+    stream.write(json.dumps(event, sort_keys=True) + "\n")
+    stream.flush()
+
+
+def select(specs, mode, only=(), skip=()):
+    """Checks for this mode, narrowed by --only/--skip (layer names or ids); requirements come along."""
+
+    def matches(spec, keys):
+        return any(k == spec.layer or k == spec.id or spec.id.startswith(k + ".") for k in keys)
+
+    chosen = [s for s in specs if mode in s.modes]
+    if only:
+        wanted = {s.id for s in chosen if matches(s, only)}
+        by_id = {s.id: s for s in chosen}
+        stack = list(wanted)
+        while stack:
+            for req in by_id[stack.pop()].requires:
+                if req in by_id and req not in wanted:
+                    wanted.add(req)
+                    stack.append(req)
+        chosen = [s for s in chosen if s.id in wanted]
+    if skip:
+        chosen = [s for s in chosen if not matches(s, skip)]
+    return chosen
+
+
+def _blocker(spec, results):
+    """The root failed check that stops this one, or None."""
+    for req in spec.requires:
+        res = results.get(req)
+        if res is None:
+            continue
+        if res["status"] in (FAIL, ERROR):
+            return req
+        if res["status"] == SKIP and res.get("blocked_by"):
+            return res["blocked_by"]
+    return None
+
+
+def _run_one(spec, ctx):
+    ctx.budget_s = spec.budget_s
+    started = time.monotonic()
+    blocker = _blocker(spec, ctx.results)
+    if blocker:
+        outcome = Outcome(SKIP, "blocked: %s did not pass" % blocker)
+    else:
+        try:
+            outcome = spec.func(ctx)
+        except Exception as exc:  # a bug or surprise in one check must not lose the report
+            outcome = Outcome(ERROR, "check raised %s: %s" % (type(exc).__name__, exc),
+                              evidence=traceback.format_exc(), signatures=["agent_check_error"])
+    return {
+        "id": spec.id,
+        "layer": spec.layer,
+        "title": spec.title,
+        "status": outcome.status,
+        "duration_s": round(time.monotonic() - started, 3),
+        "summary": outcome.summary,
+        "metrics": outcome.metrics,
+        "evidence": bounded(outcome.evidence),
+        "signatures": outcome.signatures,
+        "blocked_by": blocker,
+    }
+
+
+def enforce_layer_order(checks):
+    """Nothing above a failed layer may pass: such passes become skips that name the failure."""
+    first_failure = None
+    for layer in GATING_LAYERS:
+        failing = [c for c in checks if c["layer"] == layer and c["status"] in (FAIL, ERROR)]
+        if failing:
+            first_failure = (GATING_LAYERS.index(layer), failing[0]["id"])
+            break
+    if first_failure is None:
+        return
+    index, failed_id = first_failure
+    for c in checks:
+        if c["layer"] in GATING_LAYERS and GATING_LAYERS.index(c["layer"]) > index and c["status"] == PASS:
+            c["status"] = SKIP
+            c["blocked_by"] = failed_id
+            c["summary"] = "%s (ran, but cannot count as a pass above failed %s)" % (c["summary"], failed_id)
+
+
+def verdict_of(checks):
+    statuses = {c["status"] for c in checks}
+    if statuses & {FAIL, ERROR}:
+        return FAIL
+    if WARN in statuses:
+        return WARN
+    return PASS
+
+
+def run_checks(specs, ctx, events=None):
+    started = time.time()
+    emit_event(events, event="start", mode=ctx.mode, checks=[s.id for s in specs])
+    checks = []
+    for spec in specs:
+        emit_event(events, event="check_started", id=spec.id, layer=spec.layer, title=spec.title)
+        result = _run_one(spec, ctx)
+        ctx.results[spec.id] = result
+        checks.append(result)
+        emit_event(events, event="check_finished", id=spec.id, layer=spec.layer, status=result["status"],
+                   summary=result["summary"][:300])
+    enforce_layer_order(checks)
+    checks.sort(key=lambda c: LAYERS.index(c["layer"]))  # stable: run order within a layer
+    report = {
+        "schema": REPORT_SCHEMA,
+        "agent_version": AGENT_VERSION,
+        "mode": ctx.mode,
+        "started": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+        "duration_s": round(time.time() - started, 3),
+        "host": {
+            "hostname": socket.gethostname(),
+            "python": platform.python_version(),
+            "executable": sys.executable,
+        },
+        "verdict": verdict_of(checks),
+        "inventory": ctx.facts.get("inventory", {}),
+        "checks": checks,
+    }
+    emit_event(events, event="finished", verdict=report["verdict"])
+    return report
+
+
+assert set(GATING_LAYERS) < set(LAYERS)

@@ -1,0 +1,120 @@
+"""L5: communication: gloo and NCCL all-reduce across local processes, and a cross-node pair."""
+
+import re
+
+from agents.cudaprobe import children
+from agents.cudaprobe.layers.common import cuda_device_count, signature_for_error, torch_info
+from agents.cudaprobe.model import failed, passed, skipped, warned
+from agents.cudaprobe.registry import check
+
+TRANSPORT = re.compile(r"via (P2P/[A-Za-z/]+|SHM(?:/[A-Za-z]+)?|NET/[A-Za-z]+(?:/\d+)?|COLLNET\S*)")
+NCCL_SIZES = {"standard": [1, 64, 1024], "full": [1, 8, 64, 256, 1024, 4096]}
+
+
+def transports_in(log):
+    """Transports NCCL chose, from its NCCL_DEBUG=INFO channel lines (P2P/CUMEM, SHM, NET/Socket, NET/IB...)."""
+    return sorted({match.group(1).split("/")[0] + ("/" + match.group(1).split("/")[1]
+                                                   if "/" in match.group(1) else "")
+                   for match in TRANSPORT.finditer(log or "")})
+
+
+def _ranks_failure(outcomes, what, hang_signature, default_signature):
+    text = "\n".join(o.evidence() for o in outcomes)
+    if any(o.timed_out for o in outcomes):
+        return failed("%s did not complete within its budget; every rank was killed" % what, evidence=text,
+                      signatures=[hang_signature])
+    messages = [o.result.get("message", "") for o in outcomes if o.result and o.error]
+    signature = signature_for_error(text, default_signature)
+    return failed("%s failed: %s" % (what, (messages[0] if messages else text[-300:])[:300]), evidence=text,
+                  signatures=[signature])
+
+
+def _ok(outcomes):
+    return all(o.result and not o.error and not o.timed_out for o in outcomes)
+
+
+def _master(ctx):
+    port = ctx.options.get("master_port")
+    return ("127.0.0.1", int(port)) if port else None
+
+
+@check("comm.gloo", "L5", "gloo all-reduce between two local processes", requires=["torch.import"], budget_s=60)
+def comm_gloo(ctx):
+    outcomes = children.run_ranks(ctx, "allreduce", 2, {"backend": "gloo", "sizes_mib": [4], "timeout_s": 30},
+                                  master=_master(ctx))
+    if not _ok(outcomes):
+        return _ranks_failure(outcomes, "gloo all-reduce", "gloo_hang", "gloo_failed")
+    result = outcomes[0].result
+    size = result["sizes"][0]
+    metrics = {"gloo_4mib_ms": round(size["time_us"] / 1000, 3), "gloo_init_s": round(result["init_s"], 3)}
+    if not all(o.result["correct"] for o in outcomes):
+        return failed("gloo all-reduce returned a wrong sum", metrics=metrics, signatures=["allreduce_wrong_result"])
+    return passed("gloo all-reduce of 4 MiB correct, %.2f ms" % metrics["gloo_4mib_ms"], metrics=metrics)
+
+
+@check("comm.nccl", "L5", "NCCL all-reduce across all local GPUs", requires=["cuda.context"],
+       modes=("standard", "full"), budget_s=180)
+def comm_nccl(ctx):
+    world = cuda_device_count(ctx)
+    if world < 2:
+        return skipped("one GPU: NCCL all-reduce needs two local ranks (use a cross-node pair)")
+    sizes = NCCL_SIZES[ctx.mode]
+    outcomes = children.run_ranks(ctx, "allreduce", world, {"backend": "nccl", "sizes_mib": sizes, "timeout_s": 60},
+                                  env={"NCCL_DEBUG": "INFO"}, master=_master(ctx))
+    log = "\n".join(o.log for o in outcomes)
+    transports = transports_in(log)
+    if not _ok(outcomes):
+        return _ranks_failure(outcomes, "NCCL all-reduce over %d GPUs" % world, "nccl_hang", "nccl_failed")
+    result = outcomes[0].result
+    metrics = {"nccl_init_s": round(result["init_s"], 3), "nccl_world": world}
+    lines = []
+    for size in result["sizes"]:
+        metrics["nccl_busbw_gbs.%dmib" % size["MiB"]] = round(size["busbw_gbs"], 1)
+        lines.append("%6d MiB  %10.1f us  algbw %7.1f GB/s  busbw %7.1f GB/s" % (
+            size["MiB"], size["time_us"], size["algbw_gbs"], size["busbw_gbs"]))
+    largest = result["sizes"][-1]
+    metrics["nccl_busbw_gbs"] = round(max(s["busbw_gbs"] for s in result["sizes"]), 1)
+    channel_lines = [line for line in log.splitlines() if " via " in line][:8]
+    evidence = "\n".join(lines + ["transports: %s" % (", ".join(transports) or "not reported")] + channel_lines)
+    ctx.facts["nccl_transports"] = transports
+    if not all(o.result["correct"] for o in outcomes):
+        return failed("NCCL all-reduce returned a wrong sum", evidence=evidence, metrics=metrics,
+                      signatures=["allreduce_wrong_result"])
+    summary = "busbw %.0f GB/s at %d MiB over %d GPUs via %s" % (
+        largest["busbw_gbs"], largest["MiB"], world, ", ".join(transports) or "an unreported transport")
+    if transports and all(t.startswith("NET") for t in transports):
+        return warned(summary + ": GPUs of one host talk over the network stack (P2P and SHM unavailable or "
+                      "disabled)", evidence=evidence, metrics=metrics, signatures=["nccl_transport_network"])
+    return passed(summary, evidence=evidence, metrics=metrics)
+
+
+@check("comm.peer", "L5", "All-reduce with a peer node (cross-node pair)", requires=["torch.import"], budget_s=120)
+def comm_peer(ctx):
+    role = ctx.options.get("peer_role")
+    addr, port = ctx.options["master"]
+    rank = 0 if role == "rank0" else 1
+    timeout = float(ctx.options.get("peer_timeout", 60))
+    backends = ["gloo"] + (["nccl"] if torch_info(ctx).result.get("is_available") else [])
+    metrics, lines = {}, []
+    for offset, backend in enumerate(backends):
+        outcomes = children.run_ranks(
+            ctx, "allreduce", 2, {"backend": backend, "sizes_mib": [4, 256] if backend == "nccl" else [4],
+                                  "timeout_s": timeout},
+            timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank],
+            env={"NCCL_DEBUG": "INFO"} if backend == "nccl" else None)
+        if any(o.timed_out for o in outcomes) or any(
+                o.error and "timeout" in (o.result.get("message", "").lower()) for o in outcomes):
+            return failed("no answer from the peer at %s:%s within %.0f s (%s)" % (addr, int(port) + offset,
+                          timeout, backend), evidence="\n".join(o.evidence() for o in outcomes),
+                          signatures=["peer_timeout", "rendezvous_timeout"])
+        if not _ok(outcomes):
+            return _ranks_failure(outcomes, "%s all-reduce with the peer" % backend, "peer_timeout",
+                                  "nccl_network" if backend == "nccl" else "gloo_failed")
+        for size in outcomes[0].result["sizes"]:
+            metrics["peer_%s_busbw_gbs.%dmib" % (backend, size["MiB"])] = round(size["busbw_gbs"], 2)
+            lines.append("%s %d MiB: %.1f us, busbw %.2f GB/s" % (backend, size["MiB"], size["time_us"],
+                                                                 size["busbw_gbs"]))
+        if backend == "nccl":
+            lines.append("transports: %s" % ", ".join(transports_in(outcomes[0].log)))
+    return passed("all-reduce with the peer at %s correct over %s" % (addr, ", ".join(backends)),
+                  evidence="\n".join(lines), metrics=metrics)

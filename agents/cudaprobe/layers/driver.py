@@ -1,0 +1,303 @@
+"""L1: driver and hardware, as nvidia-smi, /proc/modules, /dev and dmesg see them."""
+
+import os
+import re
+
+from agents.cudaprobe import nvsmi, proc
+from agents.cudaprobe.layers.host import inventory
+from agents.cudaprobe.model import failed, passed, skipped, warned
+from agents.cudaprobe.registry import check
+
+# Xid codes that mean the hardware or its memory needs attention (NVIDIA's Xid catalogue).
+CRITICAL_XIDS = {
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint/warning",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapper failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+# Raised by faulting applications; worth a look, not a reason to pull the node.
+APPLICATION_XIDS = {13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+                    45: "preemptive cleanup"}
+# clocks_event_reasons bits (nvml.h nvmlClocksEventReason*): idle and app clocks are benign.
+THROTTLE_BITS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal slowdown",
+                 0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown"}
+PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def _smi(ctx, args, timeout=None):
+    return nvsmi.nvidia_smi(args, timeout or min(ctx.budget_s, 20), env=ctx.environ)
+
+
+def _smi_failure(result, what):
+    signature = nvsmi.failure_signature(result)
+    if signature == "nvidia_smi_missing":
+        return failed("nvidia-smi is not on PATH: no NVIDIA driver user space installed",
+                      signatures=["nvidia_smi_missing", "driver_unreachable"])
+    if signature == "nvidia_smi_hang":
+        return failed("nvidia-smi %s did not answer within %.0f s: the driver is hung or a GPU is stuck" %
+                      (what, result.duration_s), evidence=result.combined(), signatures=["nvidia_smi_hang"])
+    return failed("nvidia-smi %s failed (exit %s): %s" % (what, result.returncode, result.combined()[:200]),
+                  evidence=result.combined(), signatures=[signature])
+
+
+@check("driver.nvidia_smi", "L1", "nvidia-smi lists the GPUs", budget_s=15)
+def driver_nvidia_smi(ctx):
+    result = _smi(ctx, ["-L"])
+    if not result.ok:
+        return _smi_failure(result, "-L")
+    gpus = nvsmi.parse_list(result.stdout)
+    ctx.facts["driver_gpus"] = gpus
+    if not gpus:
+        return failed("nvidia-smi -L listed no GPUs", evidence=result.combined(), signatures=["no_gpus_found"])
+    names = sorted({g["name"] for g in gpus})
+    inv = inventory(ctx)
+    inv["gpu_count"] = len(gpus)
+    inv["gpu_model"] = ", ".join(names)
+    return passed("%d GPU(s): %s" % (len(gpus), ", ".join(names)), metrics={"gpu_count": len(gpus)},
+                  evidence=result.stdout)
+
+
+@check("driver.version", "L1", "Driver version and the CUDA version it supports", requires=["driver.nvidia_smi"])
+def driver_version(ctx):
+    result = _smi(ctx, ["-q"], timeout=min(ctx.budget_s, 30))
+    if not result.ok:
+        return _smi_failure(result, "-q")
+    facts = nvsmi.parse_query_text(result.stdout)
+    ctx.facts["smi_q"] = facts
+    query = _smi(ctx, ["--query-gpu=" + nvsmi.QUERY_FIELDS, "--format=csv"])
+    if not query.ok:
+        return _smi_failure(query, "--query-gpu")
+    ctx.facts["smi_rows"] = nvsmi.parse_csv(query.stdout)
+    driver, cuda = facts.get("driver_version"), facts.get("cuda_version")
+    if not driver or not cuda:
+        return failed("nvidia-smi -q did not report the driver or CUDA version", evidence=result.stdout[:2000],
+                      signatures=["nvidia_smi_unparsed"])
+    inv = inventory(ctx)
+    inv["driver_version"] = driver
+    inv["cuda_driver_version"] = cuda
+    vbios = sorted({g.get("vbios") for g in facts["gpus"] if g.get("vbios")})
+    if vbios:
+        inv["vbios"] = ", ".join(vbios)
+    return passed("driver %s, supports CUDA up to %s" % (driver, cuda),
+                  evidence="Driver Version: %s\nCUDA Version: %s" % (driver, cuda))
+
+
+@check("driver.kernel_modules", "L1", "Kernel modules nvidia and nvidia_uvm loaded")
+def driver_kernel_modules(ctx):
+    path = ctx.path("PROC_MODULES", "/proc/modules")
+    try:
+        with open(path) as fh:
+            loaded = {line.split()[0] for line in fh if line.strip()}
+    except OSError as exc:
+        return skipped("cannot read %s: %s" % (path, exc))
+    present = [m for m in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem") if m in loaded]
+    evidence = "loaded: " + (", ".join(present) or "no nvidia module")
+    if "nvidia" not in loaded:
+        return failed("kernel module nvidia is not loaded", evidence=evidence,
+                      signatures=["nvidia_module_missing", "driver_unreachable"])
+    if "nvidia_uvm" not in loaded:
+        return failed("nvidia_uvm is not loaded: CUDA cannot create a context (cudaErrorUnknown / error 999)",
+                      evidence=evidence, signatures=["nvidia_uvm_missing"])
+    return passed("loaded: %s" % ", ".join(present), evidence=evidence)
+
+
+@check("driver.device_nodes", "L1", "/dev/nvidia* present and accessible")
+def driver_device_nodes(ctx):
+    dev = ctx.path("DEV_DIR", "/dev")
+    try:
+        names = sorted(n for n in os.listdir(dev) if n.startswith("nvidia"))
+    except OSError as exc:
+        return failed("cannot list %s: %s" % (dev, exc), signatures=["dev_nodes_missing"])
+    gpu_nodes = [n for n in names if re.fullmatch(r"nvidia\d+", n)]
+    missing = [n for n in ("nvidiactl", "nvidia-uvm") if n not in names]
+    evidence = "%s: %s" % (dev, " ".join(names) or "(none)")
+    if not gpu_nodes or missing:
+        what = ", ".join(missing + ([] if gpu_nodes else ["nvidiaN"]))
+        return failed("missing device nodes in %s: %s" % (dev, what), evidence=evidence,
+                      signatures=["dev_nodes_missing"])
+    denied = [n for n in gpu_nodes + ["nvidiactl", "nvidia-uvm"]
+              if not os.access(os.path.join(dev, n), os.R_OK | os.W_OK)]
+    if denied:
+        return failed("no read/write access for this user to %s" % ", ".join(denied), evidence=evidence,
+                      signatures=["dev_nodes_inaccessible"])
+    return passed("%d GPU node(s), nvidiactl and nvidia-uvm accessible" % len(gpu_nodes), evidence=evidence,
+                  metrics={"gpu_nodes": len(gpu_nodes)})
+
+
+def _rows(ctx):
+    return ctx.facts.get("smi_rows") or []
+
+
+def _row_line(row, keys):
+    return "GPU %s: " % row.get("index") + ", ".join("%s=%s" % (k, row.get(k)) for k in keys)
+
+
+@check("driver.gpu_state", "L1", "Persistence and compute mode", requires=["driver.version"])
+def driver_gpu_state(ctx):
+    rows = _rows(ctx)
+    keys = ("name", "compute_mode", "persistence_mode", "memory.total")
+    evidence = "\n".join(_row_line(r, keys) for r in rows)
+    prohibited = [r["index"] for r in rows if r.get("compute_mode", "").lower() == "prohibited"]
+    exclusive = [r["index"] for r in rows if "exclusive" in r.get("compute_mode", "").lower()]
+    no_persistence = [r["index"] for r in rows if r.get("persistence_mode", "").lower() == "disabled"]
+    metrics = {"gpu_count": len(rows)}
+    if prohibited:
+        return failed("compute mode PROHIBITED on GPU %s: no process may create a context" % ",".join(prohibited),
+                      evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"])
+    if exclusive:
+        return warned("compute mode EXCLUSIVE_PROCESS on GPU %s: a second process on the same GPU fails with "
+                      "'busy or unavailable'" % ",".join(exclusive), evidence=evidence, metrics=metrics,
+                      signatures=["compute_mode_exclusive"])
+    if no_persistence:
+        return warned("persistence mode off on GPU %s: every first CUDA call pays driver initialisation"
+                      % ",".join(no_persistence), evidence=evidence, metrics=metrics,
+                      signatures=["persistence_mode_off"])
+    return passed("%d GPU(s) in Default compute mode, persistence on" % len(rows), evidence=evidence,
+                  metrics=metrics)
+
+
+@check("driver.gpu_health", "L1", "ECC errors and remapped rows", requires=["driver.version"])
+def driver_gpu_health(ctx):
+    rows = _rows(ctx)
+    smi_gpus = (ctx.facts.get("smi_q") or {}).get("gpus", [])
+    lines, fails, warns, signatures = [], [], [], []
+    total_uncorrected = 0
+    for row in rows:
+        uncorrected = nvsmi.numeric(row, "ecc.errors.uncorrected.volatile.total") or 0
+        total_uncorrected += uncorrected
+        lines.append(_row_line(row, ("ecc.mode.current", "ecc.errors.uncorrected.volatile.total",
+                                     "retired_pages.pending")))
+        if uncorrected:
+            fails.append("GPU %s: %d uncorrected ECC errors since boot" % (row["index"], uncorrected))
+            signatures.append("ecc_uncorrected")
+        if row.get("retired_pages.pending", "").lower() == "yes":
+            fails.append("GPU %s: page retirement pending (reset the GPU)" % row["index"])
+            signatures.append("retired_pages_pending")
+    for index, gpu in enumerate(smi_gpus):
+        lines.append("GPU %s remapped rows: correctable=%s uncorrectable=%s pending=%s failure=%s" % (
+            gpu.get("bus_id"), gpu.get("remap_correctable"), gpu.get("remap_uncorrectable"),
+            gpu.get("remap_pending"), gpu.get("remap_failure")))
+        if gpu.get("remap_failure", "").lower() == "yes":
+            fails.append("GPU %d: row remapping failed (memory cannot be repaired)" % index)
+            signatures.append("row_remap_failure")
+        if gpu.get("remap_pending", "").lower() == "yes":
+            fails.append("GPU %d: row remap pending, needs a GPU reset" % index)
+            signatures.append("row_remap_pending")
+        uncorrectable = nvsmi._number(gpu.get("remap_uncorrectable", "") or "") or 0
+        if uncorrectable:
+            warns.append("GPU %d: %d rows remapped for uncorrectable errors" % (index, uncorrectable))
+            signatures.append("row_remap_uncorrectable")
+    metrics = {"ecc_uncorrected_volatile": total_uncorrected}
+    evidence = "\n".join(lines)
+    if fails:
+        return failed("; ".join(fails + warns), evidence=evidence, metrics=metrics, signatures=signatures)
+    if warns:
+        return warned("; ".join(warns), evidence=evidence, metrics=metrics, signatures=signatures)
+    return passed("no uncorrected ECC errors, no pending or failed row remaps", evidence=evidence, metrics=metrics)
+
+
+@check("driver.pcie_link", "L1", "PCIe link generation and width", requires=["driver.version"])
+def driver_pcie_link(ctx):
+    rows = _rows(ctx)
+    keys = ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")
+    degraded_width, degraded_gen = [], []
+    for row in rows:
+        gen, gen_max, width, width_max = (nvsmi.numeric(row, k) for k in keys)
+        if width and width_max and width < width_max:
+            degraded_width.append("GPU %s x%d of x%d" % (row["index"], width, width_max))
+        if gen and gen_max and gen < gen_max:
+            degraded_gen.append("GPU %s gen%d of gen%d" % (row["index"], gen, gen_max))
+    metrics = {}
+    if rows:
+        first = rows[0]
+        gen, width = nvsmi.numeric(first, keys[1]), nvsmi.numeric(first, keys[3])
+        if gen in PCIE_GEN_GBS_PER_LANE and width:
+            metrics["pcie_max_gbs_per_direction"] = round(PCIE_GEN_GBS_PER_LANE[gen] * width, 1)
+            ctx.facts["pcie_max_gbs"] = metrics["pcie_max_gbs_per_direction"]
+    evidence = "\n".join(_row_line(r, keys) for r in rows)
+    if degraded_width:
+        return warned("PCIe link narrower than its maximum: %s (reseat or check the riser)" %
+                      "; ".join(degraded_width), evidence=evidence, metrics=metrics, signatures=["pcie_link_degraded"])
+    if degraded_gen:
+        return warned("PCIe link below its maximum generation: %s (idle GPUs may down-train; recheck under load)"
+                      % "; ".join(degraded_gen), evidence=evidence, metrics=metrics, signatures=["pcie_link_degraded"])
+    return passed("every link at its maximum generation and width", evidence=evidence, metrics=metrics)
+
+
+@check("driver.clocks_thermal", "L1", "Temperature, power and throttle reasons", requires=["driver.version"])
+def driver_clocks_thermal(ctx):
+    rows = _rows(ctx)
+    keys = ("temperature.gpu", "power.draw", "power.limit", "clocks.current.sm", "clocks.max.sm",
+            "clocks_event_reasons.active")
+    throttled = []
+    for row in rows:
+        try:
+            mask = int(row.get("clocks_event_reasons.active", "0"), 16)
+        except ValueError:
+            continue
+        reasons = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
+        if reasons:
+            throttled.append("GPU %s: %s" % (row["index"], ", ".join(reasons)))
+    temps = [nvsmi.numeric(r, "temperature.gpu") for r in rows]
+    temps = [t for t in temps if t is not None]
+    metrics = {"max_temperature_c": max(temps)} if temps else {}
+    evidence = "\n".join(_row_line(r, keys) for r in rows)
+    if throttled:
+        return warned("clocks held back: %s" % "; ".join(throttled), evidence=evidence, metrics=metrics,
+                      signatures=["gpu_throttling"])
+    return passed("no thermal or power throttling; hottest GPU %s C" % metrics.get("max_temperature_c", "?"),
+                  evidence=evidence, metrics=metrics)
+
+
+@check("driver.processes", "L1", "Other processes holding GPU memory", requires=["driver.version"])
+def driver_processes(ctx):
+    result = _smi(ctx, ["--query-compute-apps=" + nvsmi.APPS_FIELDS, "--format=csv"])
+    if not result.ok:
+        return _smi_failure(result, "--query-compute-apps")
+    apps = nvsmi.parse_csv(result.stdout)
+    used = sum(nvsmi.numeric(r, "memory.used") or 0 for r in _rows(ctx))
+    metrics = {"gpu_memory_used_mib": used, "compute_processes": len(apps)}
+    if apps:
+        listing = ", ".join("%s (pid %s, %s)" % (a.get("process_name"), a.get("pid"), a.get("used_gpu_memory"))
+                            for a in apps)
+        return warned("%d process(es) hold GPU memory: %s" % (len(apps), listing), evidence=result.stdout,
+                      metrics=metrics, signatures=["gpu_memory_held_by_process"])
+    if used > 1024:
+        return warned("%d MiB of GPU memory in use by processes not visible here (another container?)" % used,
+                      evidence=result.stdout, metrics=metrics, signatures=["gpu_memory_held_by_process"])
+    return passed("no compute process holds GPU memory", evidence=result.stdout, metrics=metrics)
+
+
+XID_LINE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+
+
+@check("driver.xid", "L1", "Xid errors in the kernel log", budget_s=10)
+def driver_xid(ctx):
+    result = proc.run(["dmesg"], 10, env=ctx.environ)
+    if result.missing or not result.ok:
+        return skipped("kernel log not readable here (%s); run as root or set kernel.dmesg_restrict=0" %
+                       ("no dmesg" if result.missing else result.combined()[:120] or "exit %s" % result.returncode))
+    lines = [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
+    codes = [int(XID_LINE.search(line).group(2)) for line in lines]
+    critical = sorted({c for c in codes if c in CRITICAL_XIDS})
+    metrics = {"xid_count": len(codes)}
+    evidence = "\n".join(lines[-40:])
+    if critical:
+        signatures = ["xid_critical"] + (["gpu_fallen_off_bus"] if 79 in critical else [])
+        return failed("Xid %s in the kernel log since boot: %s" % (
+            ", ".join(map(str, critical)), "; ".join(CRITICAL_XIDS[c] for c in critical)),
+            evidence=evidence, metrics=metrics, signatures=signatures)
+    if codes:
+        seen = sorted(set(codes))
+        return warned("Xid %s since boot (usually raised by a faulting application: %s)" % (
+            ", ".join(map(str, seen)), "; ".join(APPLICATION_XIDS.get(c, "see NVIDIA's Xid catalogue") for c in seen)),
+            evidence=evidence, metrics=metrics, signatures=["xid_application"])
+    return passed("no Xid lines in the kernel log", metrics=metrics)

@@ -1,0 +1,78 @@
+"""Run an external command under a time budget; a hang is a result, never a stuck agent."""
+
+import os
+import signal
+import subprocess
+import time
+
+OUTPUT_CAP = 256 * 1024
+
+
+class CommandResult:
+    __slots__ = ("argv", "returncode", "stdout", "stderr", "timed_out", "missing", "duration_s")
+
+    def __init__(self, argv, returncode=None, stdout="", stderr="", timed_out=False, missing=False, duration_s=0.0):
+        self.argv = argv
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timed_out = timed_out
+        self.missing = missing
+        self.duration_s = duration_s
+
+    @property
+    def ok(self):
+        return self.returncode == 0 and not self.timed_out
+
+    def combined(self):
+        return (self.stdout + ("\n" + self.stderr if self.stderr else "")).strip()
+
+
+def _decode(data):
+    return (data or b"")[:OUTPUT_CAP].decode("utf-8", "replace")
+
+
+def kill_group(popen):
+    """Kill the child and everything it started (it leads its own session)."""
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(argv, timeout, env=None, cwd=None):
+    """Run argv with a wall-clock budget; children are killed with it on timeout."""
+    started = time.monotonic()
+    try:
+        popen = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=env, cwd=cwd, start_new_session=True,
+        )
+    except FileNotFoundError:
+        return CommandResult(argv, missing=True)
+    except PermissionError as exc:
+        return CommandResult(argv, returncode=126, stderr=str(exc))
+    try:
+        out, err = popen.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        kill_group(popen)
+        out, err = popen.communicate()
+        timed_out = True
+    finally:
+        kill_group(popen)  # grandchildren left behind by a finished child
+    return CommandResult(
+        argv, popen.returncode, _decode(out), _decode(err), timed_out, False, time.monotonic() - started
+    )
+
+
+def start(argv, env=None, log_path=None):
+    """Start a long-lived child in its own session (for multi-rank work); caller waits and kills."""
+    sink = open(log_path, "wb") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=sink, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+    finally:
+        if log_path:
+            sink.close()
