@@ -118,7 +118,9 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
                 log = fh.read()[-proc.OUTPUT_CAP:].decode("utf-8", "replace")
             text = (out or b"")[:proc.OUTPUT_CAP].decode("utf-8", "replace")
             command = proc.CommandResult(popen.args, popen.returncode, text, "", timed_out)
-            outcomes.append(TaskOutcome(parse_result(text), command, log))
+            # NCCL_DEBUG output goes to stdout unless NCCL_DEBUG_FILE says otherwise: keep both.
+            chatter = "\n".join(line for line in text.splitlines() if not line.startswith(RESULT_MARKER))
+            outcomes.append(TaskOutcome(parse_result(text), command, (log + "\n" + chatter).strip()))
         return outcomes
     finally:
         for _, popen, _ in children:

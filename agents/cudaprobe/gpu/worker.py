@@ -297,7 +297,7 @@ def train(args):
 
     from agents.cudaprobe.gpu.resnet import ResNet18
 
-    index = int(args["gpu"])
+    index = int(args.get("gpu", os.environ.get("LOCAL_RANK", 0)))
     torch.cuda.set_device(index)
     device = torch.device("cuda", index)
     torch.backends.cudnn.benchmark = True

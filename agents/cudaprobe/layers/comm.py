@@ -38,7 +38,8 @@ def _master(ctx):
     return ("127.0.0.1", int(port)) if port else None
 
 
-@check("comm.gloo", "L5", "gloo all-reduce between two local processes", requires=["torch.import"], budget_s=60)
+@check("comm.gloo", "L5", "gloo all-reduce between two local processes", requires=["torch.import"],
+       modes=("standard", "full"), budget_s=60)
 def comm_gloo(ctx):
     outcomes = children.run_ranks(ctx, "allreduce", 2, {"backend": "gloo", "sizes_mib": [4], "timeout_s": 30},
                                   master=_master(ctx))

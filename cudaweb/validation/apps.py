@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ValidationConfig(AppConfig):
+    name = "cudaweb.validation"
+    default_auto_field = "django.db.models.BigAutoField"

