@@ -96,6 +96,10 @@ class SSHTransport:
         except paramiko.AuthenticationException as exc:
             client.close()
             raise AuthFailed("authentication as %s@%s failed: %s" % (self.username, self.address, exc))
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            client.close()
+            reasons = "; ".join(sorted({err.strerror or str(err) for err in exc.errors.values()}))
+            raise Unreachable("cannot reach %s:%s: %s" % (self.address, self.port, reasons))
         except (paramiko.SSHException, OSError, EOFError) as exc:
             client.close()
             raise Unreachable("cannot reach %s:%s: %s" % (self.address, self.port, exc or type(exc).__name__))

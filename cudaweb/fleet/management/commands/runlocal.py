@@ -88,7 +88,7 @@ class Command(BaseCommand):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         children.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-l", "INFO",
                                           "--concurrency", "2"], env=env, cwd=settings.BASE_DIR))
-        children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:%d" % port, "--noreload"], env=env))
+        children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:%d" % port, "--noreload", "--insecure"], env=env))
         if not wait_for_port(port, timeout=30):
             raise SystemExit("the web server did not start")
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))

@@ -1,0 +1,31 @@
+# Two commands: `make run` (the dashboard on embedded defaults) and `make test` (the whole suite).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test sshd clean
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (or set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) requirements.txt requirements-dev.txt
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $(STAMP)
+
+# Debian's openssh-server: the tests start their own sshd on loopback.
+sshd:
+	@test -x /usr/sbin/sshd || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null; }
+
+run: $(STAMP)
+	$(PY) -m cudaweb.local_state
+	$(PY) manage.py runlocal
+
+test: $(STAMP) sshd
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) var staticfiles
