@@ -88,7 +88,9 @@ def free_port(host="127.0.0.1"):
 def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, ranks=None):
     """Start one child per rank and wait for all under one deadline; returns a list of TaskOutcome.
 
-    `ranks` narrows which ranks run here (a cross-node pair runs one rank on each host).
+    When one rank fails, the others get a short grace period and are then killed: a rank waiting for a
+    dead peer would otherwise hang until the deadline. `ranks` narrows which ranks run here (a
+    cross-node pair runs one rank on each host).
     """
     addr, port = master or ("127.0.0.1", free_port())
     deadline = time.monotonic() + (timeout or ctx.budget_s)
@@ -99,32 +101,43 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
             rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
                         "MASTER_ADDR": addr, "MASTER_PORT": str(port)}
             rank_env.update(env or {})
-            log_path = os.path.join(logdir, "rank%d.log" % rank)
-            popen = proc.start(worker_argv(task, args or {}), env=child_env(ctx, rank_env), log_path=log_path)
-            children.append((rank, popen, log_path))
+            out_path = os.path.join(logdir, "rank%d.out" % rank)
+            err_path = os.path.join(logdir, "rank%d.err" % rank)
+            popen = proc.start(worker_argv(task, args or {}), env=child_env(ctx, rank_env), log_path=err_path,
+                               out_path=out_path)
+            children.append((popen, out_path, err_path))
+        timed_out = set()
+        while any(p.poll() is None for p, _, _ in children):
+            now = time.monotonic()
+            if any(p.poll() not in (None, 0) for p, _, _ in children):
+                deadline = min(deadline, now + 5)
+            if now > deadline:
+                for popen, _, _ in children:
+                    if popen.poll() is None:
+                        timed_out.add(popen.pid)
+                    proc.kill_group(popen)
+                break
+            time.sleep(0.05)
         outcomes = []
-        for rank, popen, log_path in children:
-            remaining = max(0.1, deadline - time.monotonic())
-            try:
-                out, _ = popen.communicate(timeout=remaining)
-                timed_out = False
-            except Exception:  # subprocess.TimeoutExpired: kill every rank, not just this one
-                for _, other, _ in children:
-                    proc.kill_group(other)
-                out, _ = popen.communicate()
-                timed_out = True
+        for popen, out_path, err_path in children:
+            popen.wait()
             proc.kill_group(popen)
-            with open(log_path, "rb") as fh:
-                log = fh.read()[-proc.OUTPUT_CAP:].decode("utf-8", "replace")
-            text = (out or b"")[:proc.OUTPUT_CAP].decode("utf-8", "replace")
-            command = proc.CommandResult(popen.args, popen.returncode, text, "", timed_out)
+            text, log = _tail(out_path), _tail(err_path)
+            command = proc.CommandResult(popen.args, popen.returncode, text, "", popen.pid in timed_out)
             # NCCL_DEBUG output goes to stdout unless NCCL_DEBUG_FILE says otherwise: keep both.
             chatter = "\n".join(line for line in text.splitlines() if not line.startswith(RESULT_MARKER))
             outcomes.append(TaskOutcome(parse_result(text), command, (log + "\n" + chatter).strip()))
         return outcomes
     finally:
-        for _, popen, _ in children:
+        for popen, _, _ in children:
             proc.kill_group(popen)
         for name in os.listdir(logdir):
             os.unlink(os.path.join(logdir, name))
         os.rmdir(logdir)
+
+
+def _tail(path):
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - proc.OUTPUT_CAP))
+        return fh.read().decode("utf-8", "replace")

@@ -19,8 +19,9 @@ def transports_in(log):
 
 
 def _ranks_failure(outcomes, what, hang_signature, default_signature):
+    """Name the root cause: a rank's own error first; a hang only when no rank said why."""
     text = "\n".join(o.evidence() for o in outcomes)
-    if any(o.timed_out for o in outcomes):
+    if any(o.timed_out for o in outcomes) and not any(o.error for o in outcomes):
         return failed("%s did not complete within its budget; every rank was killed" % what, evidence=text,
                       signatures=[hang_signature])
     messages = [o.result.get("message", "") for o in outcomes if o.result and o.error]
@@ -104,7 +105,8 @@ def comm_peer(ctx):
             timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank],
             env={"NCCL_DEBUG": "INFO"} if backend == "nccl" else None)
         if any(o.timed_out for o in outcomes) or any(
-                o.error and "timeout" in (o.result.get("message", "").lower()) for o in outcomes):
+                o.error and ("timeout" in o.result.get("message", "").lower()
+                           or "timed out" in o.result.get("message", "").lower()) for o in outcomes):
             return failed("no answer from the peer at %s:%s within %.0f s (%s)" % (addr, int(port) + offset,
                           timeout, backend), evidence="\n".join(o.evidence() for o in outcomes),
                           signatures=["peer_timeout", "rendezvous_timeout"])

@@ -20,7 +20,8 @@ def _child_failure(outcome, what, default_signature):
                   evidence=text, signatures=[signature_for_error(text, default_signature)])
 
 
-@check("cuda.available", "L4", "torch.cuda.is_available and the device count", requires=L4_BASE)
+@check("cuda.available", "L4", "torch.cuda.is_available and the device count",
+       requires=L4_BASE + ["host.cuda_visible_devices"])
 def cuda_available(ctx):
     info = torch_info(ctx).result
     visible = ctx.facts.get("visible_devices")
