@@ -41,7 +41,8 @@ def test_add_accept_validate_shows_layered_failure_without_gpu(operator_client, 
     run = ValidationRun.objects.get(node=node)
     assert response.url == run.get_absolute_url()
     live = operator_client.get(run.get_absolute_url())
-    assert b"data-poll-url" in live.content or not run.is_live
+    shown_live = b'data-status="PENDING"' in live.content or b'data-status="RUNNING"' in live.content
+    assert (b"data-poll-url" in live.content) == shown_live  # the page polls exactly while the run is live
 
     run = wait_for_terminal(run)
     assert run.status == ValidationRun.Status.FAILED, run.reason
