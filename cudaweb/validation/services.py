@@ -148,9 +148,8 @@ def run_execute(*, run_id):
 
 
 def run_mark_timed_out(*, run_id, reason):
-    run = ValidationRun(id=run_id)
-    run.node_id = ValidationRun.objects.filter(id=run_id).values_list("node_id", flat=True).first()
-    return run_finish(run=run, status=Status.TIMED_OUT, reason=reason)
+    run = ValidationRun.objects.filter(id=run_id).only("id", "node_id").first()
+    return run is not None and run_finish(run=run, status=Status.TIMED_OUT, reason=reason)
 
 
 def runs_reap_stale(*, now=None):

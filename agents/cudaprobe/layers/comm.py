@@ -13,9 +13,7 @@ NCCL_SIZES = {"standard": [1, 64, 1024], "full": [1, 8, 64, 256, 1024, 4096]}
 
 def transports_in(log):
     """Transports NCCL chose, from its NCCL_DEBUG=INFO channel lines (P2P/CUMEM, SHM, NET/Socket, NET/IB...)."""
-    return sorted({match.group(1).split("/")[0] + ("/" + match.group(1).split("/")[1]
-                                                   if "/" in match.group(1) else "")
-                   for match in TRANSPORT.finditer(log or "")})
+    return sorted({"/".join(match.group(1).split("/")[:2]) for match in TRANSPORT.finditer(log or "")})
 
 
 def _ranks_failure(outcomes, what, hang_signature, default_signature):

@@ -1,7 +1,9 @@
 """L4: CUDA context and memory, as torch sees them (availability, allocation, bandwidth, matmul, P2P)."""
 
 from agents.cudaprobe import children
-from agents.cudaprobe.layers.common import (per_gpu_metrics, signature_for_error, slow_siblings, torch_info)
+from agents.cudaprobe.layers.common import (
+    cuda_device_count, per_gpu_metrics, signature_for_error, slow_siblings, torch_info,
+)
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
 
@@ -129,8 +131,6 @@ def cuda_matmul(ctx):
 @check("cuda.p2p", "L4", "Peer access and GPU-to-GPU copy bandwidth", requires=["cuda.context"],
        modes=BENCH_MODES, budget_s=120)
 def cuda_p2p(ctx):
-    from agents.cudaprobe.layers.common import cuda_device_count
-
     if cuda_device_count(ctx) < 2:
         return skipped("one GPU: no peer to test")
     outcome = children.run_task(ctx, "p2p", {"mib": 1024})
