@@ -2,10 +2,16 @@
 
 Torch and CUDA run only in children: a hung driver call or an NCCL rendezvous that never completes
 is killed with its process group and becomes a finding, while the agent itself always reports.
+
+The children of one agent run form a pool of long-lived workers (`worker --serve`), one per rank:
+each imports torch and creates its CUDA context once, then takes one task at a time over stdin.
+Rank 0 also runs the single-process tasks (torch facts, L4 benchmarks). A worker that fails, times
+out or dies is killed with its whole pool; the next task starts a fresh one.
 """
 
 import json
 import os
+import selectors
 import socket
 import sys
 import tempfile
@@ -14,6 +20,9 @@ import time
 from agents.cudaprobe import proc
 
 RESULT_MARKER = "CUDAPROBE_RESULT "
+FAIL_FAST_GRACE_S = 5.0
+# NCCL names its transports only at INFO; the workers are ours, so this changes nothing on the host.
+POOL_ENV = {"NCCL_DEBUG": "INFO"}
 
 
 def package_root():
@@ -28,10 +37,6 @@ def child_env(ctx, extra=None):
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(extra or {})
     return env
-
-
-def worker_argv(task, args):
-    return [sys.executable, "-m", "agents.cudaprobe.gpu.worker", task, json.dumps(args)]
 
 
 def parse_result(stdout):
@@ -62,6 +67,10 @@ class TaskOutcome:
             return None
         return self.result.get("error")
 
+    @property
+    def ok(self):
+        return bool(self.result) and not self.error and not self.timed_out
+
     def evidence(self):
         parts = []
         if self.result and self.result.get("error"):
@@ -73,10 +82,152 @@ class TaskOutcome:
         return "\n".join(p for p in parts if p).strip()
 
 
-def run_task(ctx, task, args=None, timeout=None, env=None):
-    """Run one worker task in a child process; returns a TaskOutcome."""
-    command = proc.run(worker_argv(task, args or {}), timeout or ctx.budget_s, env=child_env(ctx, env))
-    return TaskOutcome(parse_result(command.stdout), command)
+class Worker:
+    """One `worker --serve` process: tasks in on stdin, chatter and one result line per task on stdout."""
+
+    def __init__(self, env, rank):
+        self.rank = rank
+        self.logs = {}
+        for name in ("err", "nccl"):  # stderr, and NCCL_DEBUG output (a file: NCCL's stdio may not flush)
+            fd, self.logs[name] = tempfile.mkstemp(prefix="cudaprobe-rank%d-" % rank, suffix="." + name)
+            os.close(fd)
+        env = dict(env, NCCL_DEBUG_FILE=self.logs["nccl"])
+        argv = [sys.executable, "-m", "agents.cudaprobe.gpu.worker", "--serve"]
+        self.popen = proc.start(argv, env=env, log_path=self.logs["err"])
+        os.set_blocking(self.popen.stdout.fileno(), False)
+        self.buffer = b""
+        self.lines = []
+        self.result = None
+        self.offsets = {}
+
+    def send(self, task, args):
+        self.lines, self.result = [], None
+        self.offsets = {name: os.path.getsize(path) for name, path in self.logs.items()}
+        try:
+            self.popen.stdin.write((json.dumps({"task": task, "args": args}) + "\n").encode())
+            self.popen.stdin.flush()
+        except OSError:
+            pass  # it died: poll() says so and the caller reports it
+
+    def read(self):
+        """Take what stdout has; True once this task's result line has arrived."""
+        while True:
+            try:
+                chunk = os.read(self.popen.stdout.fileno(), 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buffer += chunk
+            *complete, self.buffer = self.buffer.split(b"\n")
+            for raw in complete:
+                line = raw.decode("utf-8", "replace")
+                if line.startswith(RESULT_MARKER):
+                    self.result = parse_result(line) or {"error": "BadResult", "message": line[:300]}
+                elif sum(map(len, self.lines)) < proc.OUTPUT_CAP:
+                    self.lines.append(line)
+        return self.result is not None
+
+    def dead(self):
+        return self.popen.poll() is not None
+
+    def outcome(self, timed_out, argv_task):
+        log = "\n".join(_tail(path, self.offsets.get(name, 0)) for name, path in self.logs.items()).strip()
+        returncode = self.popen.poll()
+        if self.result is None and returncode is not None and not timed_out:
+            log = (log + "\nworker exited with status %s" % returncode).strip()
+        command = proc.CommandResult([argv_task, "rank%d" % self.rank], returncode if self.result is None else 0,
+                                     "\n".join(self.lines), "", timed_out)
+        return TaskOutcome(self.result, command, (log + "\n" + "\n".join(self.lines)).strip())
+
+    def close(self):
+        proc.kill_group(self.popen)
+        self.popen.wait()
+        for stream in (self.popen.stdin, self.popen.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        for path in self.logs.values():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+class Pool:
+    """Workers keyed by rank, started on first use with the same environment."""
+
+    def __init__(self, ctx, env=None, world=None):
+        self.ctx = ctx
+        self.env = dict(POOL_ENV, **(env or {}))
+        self.world = world
+        self.workers = {}
+
+    def start(self, ranks):
+        """Start the workers of `ranks` not yet running (they import torch while the caller goes on)."""
+        for rank in ranks:
+            if rank not in self.workers:
+                rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank)}
+                if self.world:
+                    rank_env["WORLD_SIZE"] = str(self.world)
+                rank_env.update(self.env)
+                self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
+
+    def call(self, task, args, ranks, timeout):
+        """Run `task` on each rank at once under one deadline; a list of TaskOutcome in rank order.
+
+        When one rank fails, the others get a short grace period and are then killed: a rank waiting for a
+        dead peer would otherwise hang until the deadline. Any failure ends the pool (a CUDA error can
+        poison a context), so the next call starts clean.
+        """
+        self.start(ranks)
+        workers = [self.workers[r] for r in ranks]
+        for worker in workers:
+            worker.send(task, args)
+        deadline = time.monotonic() + timeout
+        selector = selectors.DefaultSelector()
+        for worker in workers:
+            selector.register(worker.popen.stdout, selectors.EVENT_READ, worker)
+        timed_out = set()
+        try:
+            pending = list(workers)
+            while pending:
+                now = time.monotonic()
+                if any(w.dead() or (w.result and w.result.get("error")) for w in workers):
+                    deadline = min(deadline, now + FAIL_FAST_GRACE_S)
+                if now > deadline:
+                    timed_out = {w.rank for w in pending}
+                    break
+                for key, _ in selector.select(timeout=min(0.5, max(0.0, deadline - now))):
+                    key.data.read()
+                for worker in list(pending):
+                    if worker.result is not None or (worker.dead() and not worker.read()):
+                        pending.remove(worker)
+                        selector.unregister(worker.popen.stdout)
+        finally:
+            selector.close()
+        outcomes = [w.outcome(w.rank in timed_out, task) for w in workers]
+        if not all(o.ok for o in outcomes):
+            self.close()
+        return outcomes
+
+    def close(self):
+        for worker in self.workers.values():
+            worker.close()
+        self.workers = {}
+
+
+def local_pool(ctx):
+    """The run's pool of local workers (rank r drives GPU r), created on first use."""
+    if ctx.pool is None:
+        ctx.pool = Pool(ctx)
+    return ctx.pool
+
+
+def run_task(ctx, task, args=None, timeout=None):
+    """Run one single-process task on the local rank-0 worker; returns a TaskOutcome."""
+    return local_pool(ctx).call(task, dict(args or {}), [0], timeout or ctx.budget_s)[0]
 
 
 def free_port(host="127.0.0.1"):
@@ -86,58 +237,31 @@ def free_port(host="127.0.0.1"):
 
 
 def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, ranks=None):
-    """Start one child per rank and wait for all under one deadline; returns a list of TaskOutcome.
+    """Run a task on `world` ranks (or only `ranks` of them here: a cross-node pair runs one rank per host).
 
-    When one rank fails, the others get a short grace period and are then killed: a rank waiting for a
-    dead peer would otherwise hang until the deadline. `ranks` narrows which ranks run here (a
-    cross-node pair runs one rank on each host).
+    Local ranks reuse the run's pool; a rendezvous with another host (`master` given) gets its own workers,
+    started for this call and ended with it, so the peer's environment is exactly the one asked for.
     """
     addr, port = master or ("127.0.0.1", free_port())
-    deadline = time.monotonic() + (timeout or ctx.budget_s)
-    logdir = tempfile.mkdtemp(prefix="cudaprobe-")
-    children = []
+    args = dict(args or {}, world=world, master=[addr, port])
+    ranks = list(range(world)) if ranks is None else list(ranks)
+    if master is None and env is None:
+        return local_pool(ctx).call(task, args, ranks, timeout or ctx.budget_s)
+    pool = Pool(ctx, env=env, world=world)
     try:
-        for rank in (range(world) if ranks is None else ranks):
-            rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                        "MASTER_ADDR": addr, "MASTER_PORT": str(port)}
-            rank_env.update(env or {})
-            out_path = os.path.join(logdir, "rank%d.out" % rank)
-            err_path = os.path.join(logdir, "rank%d.err" % rank)
-            popen = proc.start(worker_argv(task, args or {}), env=child_env(ctx, rank_env), log_path=err_path,
-                               out_path=out_path)
-            children.append((popen, out_path, err_path))
-        timed_out = set()
-        while any(p.poll() is None for p, _, _ in children):
-            now = time.monotonic()
-            if any(p.poll() not in (None, 0) for p, _, _ in children):
-                deadline = min(deadline, now + 5)
-            if now > deadline:
-                for popen, _, _ in children:
-                    if popen.poll() is None:
-                        timed_out.add(popen.pid)
-                    proc.kill_group(popen)
-                break
-            time.sleep(0.05)
-        outcomes = []
-        for popen, out_path, err_path in children:
-            popen.wait()
-            proc.kill_group(popen)
-            text, log = _tail(out_path), _tail(err_path)
-            command = proc.CommandResult(popen.args, popen.returncode, text, "", popen.pid in timed_out)
-            # NCCL_DEBUG output goes to stdout unless NCCL_DEBUG_FILE says otherwise: keep both.
-            chatter = "\n".join(line for line in text.splitlines() if not line.startswith(RESULT_MARKER))
-            outcomes.append(TaskOutcome(parse_result(text), command, (log + "\n" + chatter).strip()))
-        return outcomes
+        return pool.call(task, args, ranks, timeout or ctx.budget_s)
     finally:
-        for popen, _, _ in children:
-            proc.kill_group(popen)
-        for name in os.listdir(logdir):
-            os.unlink(os.path.join(logdir, name))
-        os.rmdir(logdir)
+        pool.close()
 
 
-def _tail(path):
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, fh.tell() - proc.OUTPUT_CAP))
-        return fh.read().decode("utf-8", "replace")
+def _tail(path, offset):
+    """What was written to `path` after `offset`, at most OUTPUT_CAP bytes of its end."""
+    try:
+        size = os.path.getsize(path)
+        if size < offset:  # NCCL truncates its file when it opens it
+            offset = 0
+        with open(path, "rb") as fh:
+            fh.seek(max(offset, size - proc.OUTPUT_CAP))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

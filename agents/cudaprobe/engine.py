@@ -25,6 +25,11 @@ class Context:
         self.facts = {}
         self.results = {}
         self.budget_s = 30
+        self.pool = None  # the run's GPU workers (children.local_pool)
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.close()
 
     def path(self, name, default):
         """Paths the fault-injection harness may redirect (e.g. CUDAPROBE_PROC_MODULES)."""
@@ -131,13 +136,16 @@ def run_checks(specs, ctx, events=None):
     started = time.time()
     emit_event(events, event="start", mode=ctx.mode, checks=[s.id for s in specs])
     checks = []
-    for spec in specs:
-        emit_event(events, event="check_started", id=spec.id, layer=spec.layer, title=spec.title)
-        result = _run_one(spec, ctx)
-        ctx.results[spec.id] = result
-        checks.append(result)
-        emit_event(events, event="check_finished", id=spec.id, layer=spec.layer, status=result["status"],
-                   summary=result["summary"][:300])
+    try:
+        for spec in specs:
+            emit_event(events, event="check_started", id=spec.id, layer=spec.layer, title=spec.title)
+            result = _run_one(spec, ctx)
+            ctx.results[spec.id] = result
+            checks.append(result)
+            emit_event(events, event="check_finished", id=spec.id, layer=spec.layer, status=result["status"],
+                       summary=result["summary"][:300])
+    finally:
+        ctx.close()  # no worker outlives the run
     enforce_layer_order(checks)
     checks.sort(key=lambda c: LAYERS.index(c["layer"]))  # stable: run order within a layer
     report = {

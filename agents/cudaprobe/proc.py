@@ -66,14 +66,14 @@ def run(argv, timeout, env=None, cwd=None):
     )
 
 
-def start(argv, env=None, log_path=None, out_path=None):
-    """Start a long-lived child in its own session (for multi-rank work), output to files; caller waits and kills."""
-    out = open(out_path, "wb") if out_path else subprocess.DEVNULL
+def start(argv, env=None, log_path=None):
+    """Start a long-lived child in its own session, talking over stdin/stdout pipes, stderr to a file.
+
+    The caller reads, waits and kills (kill_group)."""
     err = open(log_path, "wb") if log_path else subprocess.DEVNULL
     try:
-        return subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.PIPE, env=env,
                                 start_new_session=True)
     finally:
-        for sink in (out, err):
-            if sink is not subprocess.DEVNULL:
-                sink.close()
+        if err is not subprocess.DEVNULL:
+            err.close()

@@ -1,7 +1,9 @@
-"""Child-process entry: `python -m agents.cudaprobe.gpu.worker TASK JSON_ARGS`.
+"""Child-process entry: `python -m agents.cudaprobe.gpu.worker --serve` (or `TASK JSON_ARGS` for one task).
 
-Each task prints one result line (CUDAPROBE_RESULT {...}) on stdout; an exception is reported in
-the same line, never as a bare traceback, so the parent can always tell what happened.
+Serving, it imports torch once, then reads one request per line on stdin ({"task": ..., "args": ...})
+and answers each with one result line (CUDAPROBE_RESULT {...}) on stdout; an exception is reported in
+the same line, never as a bare traceback, so the parent can always tell what happened. The parent
+enforces every budget and kills the worker's process group when one runs out.
 """
 
 import json
@@ -13,6 +15,7 @@ import traceback
 
 RESULT_MARKER = "CUDAPROBE_RESULT "
 TASKS = {}
+IMPORT_S = {}  # seconds `import torch` took in this process, when serve() did it
 
 
 def task(func):
@@ -35,9 +38,10 @@ def _config_flags(torch):
 
 @task
 def torch_info(args):
+    started = time.perf_counter()
     import torch
 
-    info = {"torch_version": str(torch.__version__), "cuda": torch.version.cuda,
+    info = {"import_s": IMPORT_S.get("torch", time.perf_counter() - started),"torch_version": str(torch.__version__), "cuda": torch.version.cuda,
             "file": getattr(torch, "__file__", None), "config": _config_flags(torch)}
     for key, getter in (
         ("cudnn", lambda: torch.backends.cudnn.version()),
@@ -185,14 +189,16 @@ def p2p(args):
     return {"pairs": pairs}
 
 
-def _init_group(torch, backend, timeout_s):
+def _init_group(torch, backend, args):
     import datetime
 
     import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    kwargs = {"backend": backend, "rank": rank, "world_size": world,
-              "timeout": datetime.timedelta(seconds=timeout_s)}
+    rank = int(os.environ["RANK"])
+    world = int(args.get("world") or os.environ["WORLD_SIZE"])
+    addr, port = args.get("master") or (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
+    kwargs = {"backend": backend, "rank": rank, "world_size": world, "init_method": "tcp://%s:%s" % (addr, port),
+              "timeout": datetime.timedelta(seconds=args.get("timeout_s", 60))}
     if backend == "nccl":
         # The device is chosen before the group exists, so NCCL binds each rank to its own GPU.
         local = int(os.environ.get("LOCAL_RANK", rank))
@@ -209,7 +215,7 @@ def allreduce(args):
     import torch
 
     backend = args.get("backend", "nccl")
-    dist, rank, world, init_s = _init_group(torch, backend, args.get("timeout_s", 60))
+    dist, rank, world, init_s = _init_group(torch, backend, args)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     expected = world * (world + 1) / 2
     results = []
@@ -246,13 +252,14 @@ def allreduce(args):
 
 
 def _synthetic_batches(torch, device, batch, count, classes, channels_last):
-    generator = torch.Generator(device="cpu").manual_seed(1234)
+    """Random images and labels made on the GPU itself (seeded): no dataset, no host-side cost."""
+    generator = torch.Generator(device=device).manual_seed(1234)
     batches = []
     for _ in range(count):
-        images = torch.randn(batch, 3, 224, 224, generator=generator).to(device)
+        images = torch.randn(batch, 3, 224, 224, generator=generator, device=device)
         if channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
-        labels = torch.randint(0, classes, (batch,), generator=generator).to(device)
+        labels = torch.randint(0, classes, (batch,), generator=generator, device=device)
         batches.append((images, labels))
     return batches
 
@@ -330,7 +337,7 @@ def ddp(args):
 
     from agents.cudaprobe.gpu.resnet import ResNet18
 
-    dist, rank, world, init_s = _init_group(torch, "nccl", args.get("timeout_s", 60))
+    dist, rank, world, init_s = _init_group(torch, "nccl", args)
     device = torch.device("cuda", torch.cuda.current_device())
     torch.backends.cudnn.benchmark = True
     batch, steps, warmup = int(args.get("batch", 256)), int(args.get("steps", 30)), int(args.get("warmup", 5))
@@ -361,18 +368,56 @@ def ddp(args):
             "finite": all(math.isfinite(x) for x in losses)}
 
 
-def main(argv):
-    name = argv[1]
-    args = json.loads(argv[2]) if len(argv) > 2 else {}
+def _release_cached_memory():
+    """Hand the caching allocator's blocks back, so one task's buffers do not count against the next."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        for index in range(torch.cuda.device_count()):
+            with torch.cuda.device(index):
+                torch.cuda.empty_cache()
+
+
+def run_one(name, args):
+    """Run one task; the result, or the exception described in it."""
     try:
         result = TASKS[name](args)
-        code = 0
+        _release_cached_memory()
+        return result
     except BaseException as exc:  # the parent needs the reason in the result line, whatever it was
-        result = {"error": type(exc).__name__, "message": str(exc)[:4000], "traceback": traceback.format_exc()[-8000:]}
-        code = 1
+        return {"error": type(exc).__name__, "message": str(exc)[:4000], "traceback": traceback.format_exc()[-8000:]}
+
+
+def reply(result):
     sys.stdout.write(RESULT_MARKER + json.dumps(result, default=str) + "\n")
     sys.stdout.flush()
-    return code
+
+
+def serve():
+    started = time.perf_counter()
+    try:
+        import torch  # noqa: F401 - paid once here, while the parent goes on with other checks
+        IMPORT_S["torch"] = time.perf_counter() - started
+    except BaseException:
+        pass  # each task imports torch again and reports the error as its result
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            name, args = request["task"], request.get("args") or {}
+        except (ValueError, KeyError, TypeError) as exc:
+            reply({"error": "BadRequest", "message": str(exc)})
+            continue
+        reply(run_one(name, args))
+    return 0
+
+
+def main(argv):
+    if argv[1] == "--serve":
+        return serve()
+    result = run_one(argv[1], json.loads(argv[2]) if len(argv) > 2 else {})
+    reply(result)
+    return 1 if "error" in result else 0
 
 
 if __name__ == "__main__":

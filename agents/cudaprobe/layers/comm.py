@@ -29,7 +29,7 @@ def _ranks_failure(outcomes, what, hang_signature, default_signature):
 
 
 def _ok(outcomes):
-    return all(o.result and not o.error and not o.timed_out for o in outcomes)
+    return all(o.ok for o in outcomes)
 
 
 def _master(ctx):
@@ -60,7 +60,7 @@ def comm_nccl(ctx):
         return skipped("one GPU: NCCL all-reduce needs two local ranks (use a cross-node pair)")
     sizes = NCCL_SIZES[ctx.mode]
     outcomes = children.run_ranks(ctx, "allreduce", world, {"backend": "nccl", "sizes_mib": sizes, "timeout_s": 60},
-                                  env={"NCCL_DEBUG": "INFO"}, master=_master(ctx))
+                                  master=_master(ctx))
     log = "\n".join(o.log for o in outcomes)
     transports = transports_in(log)
     if not _ok(outcomes):
@@ -100,8 +100,7 @@ def comm_peer(ctx):
         outcomes = children.run_ranks(
             ctx, "allreduce", 2, {"backend": backend, "sizes_mib": [4, 256] if backend == "nccl" else [4],
                                   "timeout_s": timeout},
-            timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank],
-            env={"NCCL_DEBUG": "INFO"} if backend == "nccl" else None)
+            timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank])
         if any(o.timed_out for o in outcomes) or any(
                 o.error and ("timeout" in o.result.get("message", "").lower()
                            or "timed out" in o.result.get("message", "").lower()) for o in outcomes):

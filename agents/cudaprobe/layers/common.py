@@ -33,7 +33,11 @@ def signature_for_error(text, default):
 def torch_info(ctx):
     """The torch facts of this interpreter, found once per run in a child process."""
     if "torch_info" not in ctx.facts:
-        ctx.facts["torch_info"] = children.run_task(ctx, "torch_info", timeout=90)
+        outcome = ctx.facts["torch_info"] = children.run_task(ctx, "torch_info", timeout=90)
+        if outcome.ok and ctx.mode != "quick":
+            # The other ranks' workers import torch now, while rank 0 runs L4; gloo wants two ranks even
+            # on a one-GPU host.
+            children.local_pool(ctx).start(range(max(2, outcome.result.get("device_count", 0))))
     return ctx.facts["torch_info"]
 
 

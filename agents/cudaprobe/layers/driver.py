@@ -1,9 +1,11 @@
 """L1: driver and hardware, as nvidia-smi, /proc/modules, /dev and dmesg see them."""
 
+import json
 import os
 import re
+import sys
 
-from agents.cudaprobe import nvsmi, proc
+from agents.cudaprobe import children, nvsmi, proc
 from agents.cudaprobe.layers.host import inventory
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
@@ -67,29 +69,60 @@ def driver_nvidia_smi(ctx):
                   evidence=result.stdout)
 
 
+def _nvml(ctx):
+    """NVML's facts (agents.cudaprobe.nvml, in a child under a budget), or a dict with "error" saying why not.
+
+    CUDAPROBE_NVML=0 turns NVML off (nvidia-smi only)."""
+    if "nvml" not in ctx.facts:
+        if ctx.environ.get("CUDAPROBE_NVML") == "0":
+            ctx.facts["nvml"] = {"error": "nvml_disabled", "message": "CUDAPROBE_NVML=0"}
+        else:
+            limit = float(ctx.environ.get("CUDAPROBE_NVSMI_TIMEOUT", 0)) or min(ctx.budget_s, 20)
+            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml"], limit, env=children.child_env(ctx))
+            try:
+                facts = json.loads(result.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                facts = {"error": "nvml_hang" if result.timed_out else "nvml_unreadable",
+                         "message": result.combined()[:500]}
+            ctx.facts["nvml"] = facts
+    return ctx.facts["nvml"]
+
+
 @check("driver.version", "L1", "Driver version and the CUDA version it supports", requires=["driver.nvidia_smi"])
 def driver_version(ctx):
-    result = _smi(ctx, ["-q"], timeout=min(ctx.budget_s, 30))
-    if not result.ok:
-        return _smi_failure(result, "-q")
-    facts = nvsmi.parse_query_text(result.stdout)
+    nvml = _nvml(ctx)
+    if nvml.get("error") == "nvml_hang":
+        return failed("NVML did not answer within its budget: the driver is hung or a GPU is stuck",
+                      evidence=nvml.get("message", ""), signatures=["nvml_hang"])
+    if "error" not in nvml:
+        facts = {"driver_version": nvml["driver_version"], "cuda_version": nvml["cuda_version"],
+                 "gpus": nvml["gpus"]}
+        ctx.facts["smi_rows"] = nvml["rows"]
+        via, source, raw = "NVML", "NVML %s (pynvml)" % nvml.get("nvml_version"), json.dumps(nvml["rows"][:1])
+    else:
+        result = _smi(ctx, ["-q"], timeout=min(ctx.budget_s, 30))
+        if not result.ok:
+            return _smi_failure(result, "-q")
+        facts = nvsmi.parse_query_text(result.stdout)
+        query = _smi(ctx, ["--query-gpu=" + nvsmi.QUERY_FIELDS, "--format=csv"])
+        if not query.ok:
+            return _smi_failure(query, "--query-gpu")
+        ctx.facts["smi_rows"] = nvsmi.parse_csv(query.stdout)
+        via, source, raw = "nvidia-smi", "nvidia-smi (NVML not used: %s)" % nvml.get("error"), result.stdout[:2000]
     ctx.facts["smi_q"] = facts
-    query = _smi(ctx, ["--query-gpu=" + nvsmi.QUERY_FIELDS, "--format=csv"])
-    if not query.ok:
-        return _smi_failure(query, "--query-gpu")
-    ctx.facts["smi_rows"] = nvsmi.parse_csv(query.stdout)
     driver, cuda = facts.get("driver_version"), facts.get("cuda_version")
     if not driver or not cuda:
-        return failed("nvidia-smi -q did not report the driver or CUDA version", evidence=result.stdout[:2000],
+        return failed("%s did not report the driver or CUDA version" % source, evidence=raw,
                       signatures=["nvidia_smi_unparsed"])
     inv = inventory(ctx)
+    inv["l1_source"] = via
     inv["driver_version"] = driver
     inv["cuda_driver_version"] = cuda
     vbios = sorted({g.get("vbios") for g in facts["gpus"] if g.get("vbios")})
     if vbios:
         inv["vbios"] = ", ".join(vbios)
-    return passed("driver %s, supports CUDA up to %s" % (driver, cuda),
-                  evidence="Driver Version: %s\nCUDA Version: %s" % (driver, cuda))
+    return passed("driver %s, supports CUDA up to %s (read through %s)" % (driver, cuda, via),
+                  evidence="Driver Version: %s\nCUDA Version: %s\nsource: %s" % (driver, cuda, source))
 
 
 @check("driver.kernel_modules", "L1", "Kernel modules nvidia and nvidia_uvm loaded")
@@ -261,21 +294,27 @@ def driver_clocks_thermal(ctx):
 
 @check("driver.processes", "L1", "Other processes holding GPU memory", requires=["driver.version"])
 def driver_processes(ctx):
-    result = _smi(ctx, ["--query-compute-apps=" + nvsmi.APPS_FIELDS, "--format=csv"])
-    if not result.ok:
-        return _smi_failure(result, "--query-compute-apps")
-    apps = nvsmi.parse_csv(result.stdout)
+    nvml = _nvml(ctx)
+    if "error" not in nvml:
+        apps = nvml["apps"]
+        listing_text = "\n".join("%(pid)s %(process_name)s %(used_gpu_memory)s" % a for a in apps) or "(none)"
+    else:
+        result = _smi(ctx, ["--query-compute-apps=" + nvsmi.APPS_FIELDS, "--format=csv"])
+        if not result.ok:
+            return _smi_failure(result, "--query-compute-apps")
+        apps = nvsmi.parse_csv(result.stdout)
+        listing_text = result.stdout
     used = sum(nvsmi.numeric(r, "memory.used") or 0 for r in _rows(ctx))
     metrics = {"gpu_memory_used_mib": used, "compute_processes": len(apps)}
     if apps:
         listing = ", ".join("%s (pid %s, %s)" % (a.get("process_name"), a.get("pid"), a.get("used_gpu_memory"))
                             for a in apps)
-        return warned("%d process(es) hold GPU memory: %s" % (len(apps), listing), evidence=result.stdout,
+        return warned("%d process(es) hold GPU memory: %s" % (len(apps), listing), evidence=listing_text,
                       metrics=metrics, signatures=["gpu_memory_held_by_process"])
     if used > 1024:
         return warned("%d MiB of GPU memory in use by processes not visible here (another container?)" % used,
-                      evidence=result.stdout, metrics=metrics, signatures=["gpu_memory_held_by_process"])
-    return passed("no compute process holds GPU memory", evidence=result.stdout, metrics=metrics)
+                      evidence=listing_text, metrics=metrics, signatures=["gpu_memory_held_by_process"])
+    return passed("no compute process holds GPU memory", evidence=listing_text, metrics=metrics)
 
 
 XID_LINE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")

@@ -21,7 +21,8 @@ def torch_import(ctx):
                       evidence=outcome.evidence(), signatures=[signature])
     info = outcome.result
     inventory(ctx)["torch"] = info["torch_version"]
-    return passed("torch %s from %s" % (info["torch_version"], info.get("file")), evidence=info.get("file") or "")
+    return passed("torch %s from %s" % (info["torch_version"], info.get("file")), evidence=info.get("file") or "",
+                  metrics={"import_s": round(info.get("import_s", 0), 3)})
 
 
 @check("torch.build", "L3", "A CUDA build of torch with NCCL and cuDNN", requires=["torch.import"])
