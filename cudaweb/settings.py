@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "cudaweb.fleet",
     "cudaweb.validation",
+    "cudaweb.playbooks",
 ]
 
 MIDDLEWARE = [
@@ -140,3 +141,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("CUDAWEB_LOG_LEVEL", "INFO")},
     "loggers": {"paramiko": {"level": "WARNING"}},
 }
+
+# Largest log the triage page and `triage_log` read (bytes); the rest is cut off.
+CUDAWEB_TRIAGE_CAP = int(os.environ.get("CUDAWEB_TRIAGE_CAP", 1024 * 1024))

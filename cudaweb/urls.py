@@ -7,5 +7,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("runs/", include("cudaweb.validation.urls")),
+    path("playbooks/", include("cudaweb.playbooks.urls")),
     path("", include("cudaweb.fleet.urls")),
 ]

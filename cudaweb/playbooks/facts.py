@@ -1,0 +1,85 @@
+"""Facts pulled out of an error text (sizes, GPU, rank, op, timeout) and the OOM kinds they point to."""
+
+import re
+
+UNITS = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
+SIZE = r"([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)"
+PATTERNS = {
+    "tried_gib": r"Tried to allocate " + SIZE,
+    "total_gib": r"total capac(?:i)?ty of " + SIZE + r"|; " + SIZE + r" total capacity",
+    "free_gib": r"of which " + SIZE + r" is free|; " + SIZE + r" free;",
+    "process_in_use_gib": r"this process has " + SIZE + r" memory in use",
+    "allocated_gib": r"Of the allocated memory " + SIZE + r" is allocated by PyTorch|; " + SIZE + r" already allocated",
+    "reserved_unallocated_gib": SIZE + r" is reserved by PyTorch but unallocated",
+    "reserved_total_gib": SIZE + r" reserved in total by PyTorch",
+}
+OTHER = {
+    "gpu": r"\bGPU (\d+)\b|cuda:(\d+)",
+    "rank": r"\[Rank (\d+)\]|\[rank(\d+)\]",
+    "op_type": r"OpType=(\w+)",
+    "timeout_ms": r"Timeout\(ms\)=(\d+)",
+    "ran_for_ms": r"ran for (\d+) milliseconds",
+    "seq_num": r"SeqNum=(\d+)",
+    "xid": r"Xid \([^)]*\): (\d+)",
+    "port": r"port:? (\d{2,5})\b|:(\d{4,5}) \(errno",
+    "driver_cuda_found": r"too old \(found version (\d+)\)",
+    "capability": r"CUDA capability (sm_\d+)",
+}
+
+
+def _gib(match):
+    groups = [g for g in match.groups() if g is not None]
+    return round(float(groups[0]) * UNITS[groups[1]], 3)
+
+
+def extract(text):
+    """Numbers and names the playbooks reason with; only what the text states."""
+    facts = {}
+    for key, pattern in PATTERNS.items():
+        match = re.search(pattern, text)
+        if match:
+            facts[key] = _gib(match)
+    if "reserved_unallocated_gib" not in facts and {"reserved_total_gib", "allocated_gib"} <= facts.keys():
+        facts["reserved_unallocated_gib"] = round(facts["reserved_total_gib"] - facts["allocated_gib"], 3)
+    for key, pattern in OTHER.items():
+        match = re.search(pattern, text)
+        if match:
+            value = next(g for g in match.groups() if g is not None)
+            facts[key] = int(value) if value.isdigit() else value
+    if "driver_cuda_found" in facts:
+        found = facts["driver_cuda_found"]
+        facts["driver_cuda_version"] = "%d.%d" % (found // 1000, found % 1000 // 10)
+    return facts
+
+
+def oom_kinds(facts, signatures=()):
+    """The OOM kinds these numbers support, most likely first, each with the reason in numbers."""
+    kinds = []
+    tried = facts.get("tried_gib")
+    total, free = facts.get("total_gib"), facts.get("free_gib")
+    spare = facts.get("reserved_unallocated_gib")
+    in_use = facts.get("process_in_use_gib")
+    allocated = facts.get("allocated_gib")
+    if tried is not None and spare is not None and spare >= tried:
+        kinds.append(("fragmentation", "%.2f GiB reserved but unallocated >= the %.2f GiB tried: the cached blocks "
+                      "are too fragmented to serve it" % (spare, tried)))
+    if total is not None and free is not None and in_use is not None and total - free - in_use > 1.0:
+        kinds.append(("another_process", "%.2f GiB in use on the GPU beyond this process's %.2f GiB" % (
+            total - free - in_use, in_use)))
+    if "gpu_memory_held_by_process" in signatures:
+        kinds.append(("another_process", "the agent found other processes holding GPU memory on this node"))
+    if in_use is not None and allocated is not None and in_use - allocated - (spare or 0) > 0.75:
+        kinds.append(("outside_pytorch", "%.2f GiB of this process's memory is not PyTorch's (context, libraries, "
+                      "extensions)" % (in_use - allocated - (spare or 0))))
+    if tried is not None and total is not None and tried > total:
+        kinds.append(("real_shortage", "%.2f GiB tried is more than the GPU's %.2f GiB" % (tried, total)))
+    elif tried is not None and free is not None and tried > free and (spare is None or spare < tried):
+        kinds.append(("real_shortage", "%.2f GiB tried, %.2f GiB free and too little cached to reuse" % (tried, free)))
+    for kind in ("leak_across_steps", "dataloader_workers", "weights_loaded_twice"):
+        kinds.append((kind, "one message cannot show it: log memory_allocated() per step and list the GPU's processes"))
+    seen, ranked = set(), []
+    for kind, reason in kinds:
+        if kind not in seen:
+            seen.add(kind)
+            ranked.append({"kind": kind, "reason": reason})
+    return ranked

@@ -1,0 +1,82 @@
+"""The knowledge base: one YAML file per playbook under library/, loaded and checked once per process."""
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+LIBRARY_DIR = Path(__file__).resolve().parent / "library"
+CATEGORIES = (
+    "driver_unreachable", "driver_runtime_mismatch", "torch_cpu_build", "device_access", "compute_mode_busy", "oom",
+    "device_mismatch", "nccl_timeout", "nccl_network", "rendezvous", "amp_numerics", "gpu_hardware", "illegal_access",
+    "performance",
+)
+REQUIRED = ("id", "title", "category", "severity", "summary", "symptoms", "causes", "diagnostics", "fixes", "match")
+
+
+class PlaybookError(ValueError):
+    """A playbook file that does not follow the format (raised at load, so a bad file fails loudly)."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    regex: re.Pattern
+    weight: float
+
+
+@dataclass(frozen=True)
+class Playbook:
+    id: str
+    title: str
+    category: str
+    severity: str
+    summary: str
+    symptoms: list
+    causes: list
+    diagnostics: list
+    fixes: list
+    references: list
+    signatures: frozenset
+    patterns: tuple
+    metric_conditions: tuple = field(default=())
+
+
+def parse(data, source="<playbook>"):
+    missing = [key for key in REQUIRED if key not in data]
+    if missing:
+        raise PlaybookError("%s: missing %s" % (source, ", ".join(missing)))
+    if data["category"] not in CATEGORIES:
+        raise PlaybookError("%s: unknown category %r" % (source, data["category"]))
+    match = data["match"] or {}
+    try:
+        patterns = tuple(Pattern(re.compile(p["regex"], re.I | re.M), float(p["weight"]))
+                         for p in match.get("patterns") or [])
+    except (re.error, KeyError, TypeError, ValueError) as exc:
+        raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
+    if not patterns and not match.get("signatures"):
+        raise PlaybookError("%s: selects nothing (no signatures, no patterns)" % source)
+    return Playbook(
+        id=data["id"], title=data["title"], category=data["category"], severity=data["severity"],
+        summary=" ".join(str(data["summary"]).split()), symptoms=list(data["symptoms"]), causes=list(data["causes"]),
+        diagnostics=list(data["diagnostics"]), fixes=list(data["fixes"]), references=list(data.get("references") or []),
+        signatures=frozenset(match.get("signatures") or []), patterns=patterns,
+        metric_conditions=tuple(match.get("metrics") or []),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load(directory=LIBRARY_DIR):
+    """All playbooks by id, in file-name order."""
+    books = {}
+    for path in sorted(Path(directory).glob("*.yaml")):
+        book = parse(yaml.safe_load(path.read_text()), path.name)
+        if book.id in books:
+            raise PlaybookError("%s: duplicate id %s" % (path.name, book.id))
+        books[book.id] = book
+    return books
+
+
+def get(playbook_id):
+    return load().get(playbook_id)

@@ -1,0 +1,71 @@
+"""One matcher for agent checks and free text: ranked playbooks, matched lines, extracted facts."""
+
+import json
+from pathlib import Path
+
+from cudaweb.playbooks.matcher import triage, triage_check
+
+CORPUS = {e["id"]: e for e in map(json.loads, (Path(__file__).parent.parent / "data" / "triage_corpus.jsonl").open())}
+REAL = Path(__file__).parent.parent / "fixtures" / "real"
+
+
+def test_an_agent_check_is_matched_by_its_signature():
+    check = {"summary": "compute mode EXCLUSIVE_PROCESS on GPU 0", "evidence": "GPU 0: compute_mode=Exclusive_Process",
+             "signatures": ["compute_mode_exclusive"], "metrics": {}}
+    result = triage_check(check)
+    assert result.playbooks[0].playbook.id == "compute_mode_busy"
+    assert result.playbooks[0].signatures == ["compute_mode_exclusive"]
+
+
+def test_a_metric_condition_selects_a_playbook():
+    result = triage_check({"summary": "DDP reaches 70% of 2 x single-GPU throughput", "evidence": "",
+                           "signatures": [], "metrics": {"ddp_scaling": 0.7}})
+    assert result.playbooks[0].playbook.id == "performance"
+    assert result.playbooks[0].metrics == ["ddp_scaling 0.7 < 0.8"]
+
+
+def test_the_evidence_of_a_healthy_real_report_matches_no_pattern():
+    report = json.loads((REAL / "h200-gpus2-standard.json").read_text())  # NCCL INFO lines, nvidia-smi rows ...
+    for check in report["checks"]:
+        found = triage(check["summary"] + "\n" + check["evidence"]).playbooks
+        if check["id"] == "advice.performance":  # advice is what the performance playbook is about
+            assert [m.playbook.id for m in found] == ["performance"]
+        else:
+            assert found == [], check["id"]
+
+
+def test_unknown_text_is_no_match_with_candidates_not_a_confident_answer():
+    result = triage("KeyError: 'learning_rate'\n  File \"config.py\", line 12, in load")
+    assert not result.matched and result.playbooks == []
+    weak = triage("the loader printed pin_memory twice")  # one weak pattern only
+    assert not weak.matched and weak.candidates[0].playbook.id == "performance"
+
+
+def test_matched_lines_are_the_evidence():
+    text = "epoch 3 step 120\n" + CORPUS["nccl_timeout-02"]["text"] + "\nbye"
+    best = triage(text).playbooks[0]
+    assert best.playbook.id == "nccl_timeout"
+    assert any("Watchdog caught collective operation timeout" in line for line in best.evidence)
+    assert "epoch 3 step 120" not in best.evidence
+
+
+def test_facts_from_a_watchdog_timeout():
+    facts = triage(CORPUS["nccl_timeout-02"]["text"]).facts
+    assert facts["rank"] == 0 and facts["op_type"] == "ALLREDUCE" and facts["timeout_ms"] == 600000
+    assert facts["seq_num"] == 1580
+
+
+def test_oom_numbers_tell_fragmentation_from_another_process():
+    fragmented = triage(CORPUS["oom-01"]["text"])  # 2.30 GiB reserved-unallocated, 1.70 GiB tried
+    assert fragmented.facts["tried_gib"] == 1.7 and fragmented.facts["reserved_unallocated_gib"] == 2.3
+    assert fragmented.facts["gpu"] == 0
+    assert fragmented.oom_kinds[0]["kind"] == "fragmentation"
+    old_format = triage(CORPUS["oom-02"]["text"])  # 1.01 GiB reserved in total, 649.97 MiB allocated
+    assert abs(old_format.facts["reserved_unallocated_gib"] - 0.375) < 0.01
+    shortage = triage(CORPUS["oom-05"]["text"])  # 55.57 GiB tried on a 12 GiB GPU
+    assert shortage.oom_kinds[0]["kind"] == "real_shortage"
+    crowded = triage(CORPUS["oom-06"]["text"])  # 22.78 tried; 12.73 free + 9.35 cached is less; all memory its own
+    kinds = [k["kind"] for k in crowded.oom_kinds]
+    assert kinds[0] == "real_shortage" and "another_process" not in kinds
+    assert triage("RuntimeError: CUDA out of memory.", signatures=["gpu_memory_held_by_process"]).oom_kinds[0][
+        "kind"] == "another_process"

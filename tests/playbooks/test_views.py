@@ -1,0 +1,73 @@
+"""Pages: the run page shows playbooks inline with the matched evidence; library, playbook, triage, votes."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from cudaweb.fleet.models import Node
+from cudaweb.playbooks.models import PlaybookVote
+from cudaweb.validation.models import CheckResult, ValidationRun
+
+pytestmark = pytest.mark.django_db
+EVIDENCE = ("loaded: nvidia\n<script>alert(1)</script>\n"
+            "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable")
+
+
+@pytest.fixture
+def failed_run(admin_user):
+    node = Node.objects.create(name="gpu-7", transport=Node.Transport.LOCAL)
+    run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.FAILED, requested_by=admin_user)
+    CheckResult.objects.create(run=run, position=0, check_id="cuda.context", layer="L4", title="Context",
+                               status="fail", summary="CUDA context test failed", evidence=EVIDENCE,
+                               signatures=["compute_mode_busy"])
+    CheckResult.objects.create(run=run, position=1, check_id="host.system", layer="L0", title="OS", status="pass",
+                               summary="Linux", evidence="")
+    return run
+
+
+def test_run_page_shows_the_playbook_inline_with_matched_lines_marked(operator_client, failed_run):
+    page = operator_client.get(reverse("validation:run_detail", args=[failed_run.id])).content.decode()
+    assert 'id="playbook-cuda.context"' in page and "GPU busy or unavailable" in page
+    assert "<mark>RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable</mark>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert 'id="playbook-host.system"' not in page
+
+
+def test_votes_are_stored_and_shown(operator_client, failed_run, admin_user):
+    url = reverse("playbooks:vote", args=[failed_run.id, "compute_mode_busy"])
+    operator_client.post(url, {"helped": "1"})
+    operator_client.post(url, {"helped": "0"})  # a second vote by the same user replaces the first
+    vote = PlaybookVote.objects.get()
+    assert vote.user == admin_user and vote.helped is False
+    page = operator_client.get(reverse("validation:run_detail", args=[failed_run.id])).content.decode()
+    assert "0 fixed it, 1 did not help; your vote: did not help" in page
+    operator_client.post(url, {"helped": "1"})
+    library = operator_client.get(reverse("playbooks:list")).content.decode()
+    row = library.split("GPU busy or unavailable", 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num">1</td><td class="num">1</td>' in row
+    assert operator_client.post(reverse("playbooks:vote", args=[failed_run.id, "no-such"]),
+                                {"helped": "1"}).status_code == 404
+
+
+def test_playbook_page_lists_causes_and_commands(operator_client):
+    page = operator_client.get(reverse("playbooks:detail", args=["oom"])).content.decode()
+    assert "expandable_segments" in page and "memory_summary" in page
+    assert operator_client.get(reverse("playbooks:detail", args=["nope"])).status_code == 404
+
+
+def test_triage_page_from_text_and_from_a_file(operator_client):
+    url = reverse("playbooks:triage")
+    page = operator_client.post(url, {"text": "[rank3]: Watchdog caught collective operation timeout: "
+                                              "WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=600000)"})
+    body = page.content.decode()
+    assert "NCCL collective timed out" in body and "op_type=BROADCAST" in body and "rank=3" in body
+    upload = SimpleUploadedFile("job.log", b"AssertionError: Torch not compiled with CUDA enabled\n")
+    assert "A CPU-only build of PyTorch" in operator_client.post(url, {"upload": upload}).content.decode()
+    assert "No playbook matches" in operator_client.post(url, {"text": "hello world"}).content.decode()
+
+
+def test_triage_upload_over_the_cap_is_refused(operator_client, settings):
+    settings.CUDAWEB_TRIAGE_CAP = 100
+    upload = SimpleUploadedFile("big.log", b"x" * 101)
+    body = operator_client.post(reverse("playbooks:triage"), {"upload": upload}).content.decode()
+    assert "the limit is 100 bytes" in body and 'id="triage-result"' not in body
