@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "cudaweb.fleet",
     "cudaweb.validation",
     "cudaweb.playbooks",
+    "cudaweb.drift",
 ]
 
 MIDDLEWARE = [

@@ -1,6 +1,7 @@
 from django import forms
 
-from cudaweb.fleet.models import Node
+from cudaweb.drift.catalog import LAYERS
+from cudaweb.fleet.models import AcceptanceRecord, Node, SSHCredential
 from cudaweb.validation.models import ValidationRun
 
 
@@ -12,6 +13,8 @@ class NodeForm(forms.Form):
     private_key = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False,
                                   help_text="OpenSSH private key; stored encrypted")
     key_path = forms.CharField(required=False, help_text="or: path to a key file on the worker host")
+    credential = forms.ModelChoiceField(queryset=SSHCredential.objects.order_by("name"), required=False,
+                                        help_text="or: a credential already stored")
     python_path = forms.CharField(initial="python3", max_length=500,
                                   help_text="interpreter on the node that has torch")
     labels = forms.CharField(required=False, help_text="comma separated")
@@ -27,8 +30,8 @@ class NodeForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if not data.get("private_key") and not data.get("key_path"):
-            raise forms.ValidationError("give a private key or a key path")
+        if not data.get("private_key") and not data.get("key_path") and not data.get("credential"):
+            raise forms.ValidationError("give a private key, a key path or an existing credential")
         if data.get("private_key"):
             from cudaweb.validation.transports.base import AuthFailed
             from cudaweb.validation.transports.ssh import load_private_key
@@ -42,3 +45,31 @@ class NodeForm(forms.Form):
 
 class ValidateForm(forms.Form):
     mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.QUICK)
+
+
+class FleetFilterForm(forms.Form):
+    q = forms.CharField(required=False, label="search")
+    status = forms.ChoiceField(choices=[("", "any status")] + list(Node.Status.choices), required=False)
+    gpu_model = forms.CharField(required=False)
+    label = forms.CharField(required=False)
+    failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],
+                                      required=False)
+    sort = forms.ChoiceField(choices=[(s, s) for s in ("name", "-name", "status", "-status", "validated",
+                                                       "-validated", "gpu", "-gpu")], required=False)
+
+
+class BulkValidateForm(forms.Form):
+    nodes = forms.ModelMultipleChoiceField(queryset=Node.objects.all(), required=False)
+    label = forms.CharField(required=False)
+    mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.QUICK)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("nodes") and not data.get("label"):
+            raise forms.ValidationError("choose nodes or a label")
+        return data
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=AcceptanceRecord.Decision.choices, widget=forms.RadioSelect)
+    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000)

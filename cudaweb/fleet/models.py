@@ -41,6 +41,7 @@ class Node(models.Model):
         WARNING = "warning", "Warning"
         FAILING = "failing", "Failing"
         UNREACHABLE = "unreachable", "Unreachable"
+        QUARANTINED = "quarantined", "Quarantined"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=100, unique=True)
@@ -56,9 +57,27 @@ class Node(models.Model):
                                                   help_text="overrides the mode's time budget for this node")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
     created = models.DateTimeField(auto_now_add=True)
+    # Denormalised from the latest runs (cudaweb.drift.services.run_summarize) so the fleet page reads one row per
+    # node, whatever the number of runs.
+    last_run = models.ForeignKey("validation.ValidationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    layer_status = models.JSONField(default=dict, blank=True, help_text="worst status per layer of the last report")
+    gpu_model = models.CharField(max_length=200, blank=True)
+    gpu_count = models.PositiveIntegerField(null=True, blank=True)
+    metrics = models.JSONField(default=dict, blank=True, help_text="latest value of each headline metric")
+    baseline = models.ForeignKey("validation.ValidationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+", help_text="the run new runs are compared with")
+    drifted = models.BooleanField(default=False)
+    attention = models.CharField(max_length=300, blank=True, help_text="why the node needs a look (e.g. a failed "
+                                 "scheduled run)")
 
     class Meta:
         ordering = ["name"]
+        indexes = [
+            # fleet page filters and counts
+            models.Index(fields=["status"], name="node_status_idx"),
+            models.Index(fields=["gpu_model"], name="node_gpu_model_idx"),
+        ]
 
     def __str__(self):
         return self.name
@@ -69,6 +88,10 @@ class Node(models.Model):
     @property
     def is_local(self):
         return self.transport == self.Transport.LOCAL
+
+    @property
+    def host_key_accepted(self):
+        return HostKey.objects.filter(node=self, accepted_at__isnull=False).exists()
 
 
 class HostKey(models.Model):
@@ -85,3 +108,42 @@ class HostKey(models.Model):
     @property
     def accepted(self):
         return self.accepted_at is not None
+
+
+class AcceptanceRecord(models.Model):
+    """An operator's decision on a new node (accept into the fleet / quarantine) and the evidence it rests on.
+
+    Immutable: written once, never updated or deleted (the run it rests on is protected too), so it can be
+    attached to a vendor ticket as it is.
+    """
+
+    class Decision(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted into the fleet"
+        QUARANTINED = "quarantined", "Quarantined"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="acceptance_records")
+    run = models.ForeignKey("validation.ValidationRun", on_delete=models.PROTECT, related_name="acceptance_records")
+    decision = models.CharField(max_length=12, choices=Decision.choices)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField()
+    evidence = models.JSONField(help_text="snapshot of the node, its host key and the run's report")
+    digest = models.CharField(max_length=64, help_text="sha256 of the canonical JSON of the evidence")
+
+    class Meta:
+        ordering = ["-decided_at"]
+
+    class Immutable(Exception):
+        pass
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise self.Immutable("an acceptance record cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise self.Immutable("an acceptance record cannot be deleted")
+
+    def get_absolute_url(self):
+        return reverse("fleet:acceptance_detail", args=[self.id])

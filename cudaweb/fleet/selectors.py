@@ -1,15 +1,50 @@
-"""Reads for the fleet pages."""
+"""Reads for the fleet pages. Each returns what one page needs in a fixed number of queries."""
 
-from django.db.models import OuterRef, Subquery
+from django.core.paginator import Paginator
+from django.db.models import Count, Q, TextField
+from django.db.models.functions import Cast
 
+from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import Node
 from cudaweb.validation.models import ValidationRun
 
+SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-status",
+         "validated": "last_run__finished", "-validated": "-last_run__finished", "gpu": "gpu_model",
+         "-gpu": "-gpu_model"}
+PER_PAGE = 50
 
-def node_list_with_last_run():
-    latest = ValidationRun.objects.filter(node=OuterRef("pk")).order_by("-created")
-    return Node.objects.annotate(
-        last_run_id=Subquery(latest.values("id")[:1]),
-        last_run_status=Subquery(latest.values("status")[:1]),
-        last_run_created=Subquery(latest.values("created")[:1]),
-    ).order_by("name")
+
+def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
+    """Nodes filtered, sorted and paginated, with per-status counts, filter choices and the runs in progress."""
+    nodes = Node.objects.select_related("last_run")
+    if status:
+        nodes = nodes.filter(status=status)
+    if gpu_model:
+        nodes = nodes.filter(gpu_model=gpu_model)
+    if label:
+        # labels is a JSON list; its text form holds each label quoted, on PostgreSQL and SQLite alike.
+        nodes = nodes.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)
+    if failing_layer in LAYERS:
+        nodes = nodes.filter(**{"layer_status__%s" % failing_layer: "fail"})
+    if q:
+        nodes = nodes.filter(Q(name__icontains=q) | Q(address__icontains=q))
+    nodes = nodes.order_by(SORTS.get(sort, "name"), "name")
+    paginator = Paginator(nodes, per_page)
+    current = paginator.get_page(page)
+    ids = [n.id for n in current]
+    live = {}
+    for run in ValidationRun.objects.filter(node_id__in=ids, status__in=ValidationRun.LIVE).order_by("created"):
+        live[run.node_id] = run
+    for node in current:
+        node.live_run = live.get(node.id)
+        node.layer_cells = [(layer, node.layer_status.get(layer, "")) for layer in LAYERS]
+    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
+    models_and_labels = Node.objects.values_list("gpu_model", "labels")
+    gpu_models = sorted({m for m, _ in models_and_labels if m})
+    labels = sorted({lab for _, labs in models_and_labels for lab in (labs or [])})
+    return {"page": current, "counts": counts, "total": sum(counts.values()), "gpu_models": gpu_models,
+            "labels": labels, "layers": LAYERS}
+
+
+def nodes_with_label(label):
+    return Node.objects.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)

@@ -1,12 +1,14 @@
 """Writes for nodes, credentials and host keys."""
 
+import hashlib
+import json
 import sys
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from cudaweb.fleet.models import HostKey, Node, SSHCredential
+from cudaweb.fleet.models import AcceptanceRecord, HostKey, Node, SSHCredential
 from cudaweb.validation.transports import ssh
 
 
@@ -58,3 +60,48 @@ def host_key_accept(*, node, user):
         node.status = Node.Status.READY
         node.save(update_fields=["status"])
     return host_key
+
+
+def _canonical(data):
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@transaction.atomic
+def acceptance_decide(*, node, run, decision, user, note=""):
+    """Record an operator's accept / quarantine decision with a snapshot of the evidence; update the node."""
+    from cudaweb.drift.services import baseline_pin
+    from cudaweb.validation.models import ValidationRun
+
+    if run.node_id != node.id or run.status not in ValidationRun.VERDICT_STATUSES:
+        raise ValueError("the decision must rest on a finished run of this node with a verdict")
+    host_key = HostKey.objects.filter(node=node).first()
+    evidence = {
+        "node": {"id": str(node.id), "name": node.name, "address": node.address, "port": node.port,
+                 "username": node.username, "labels": node.labels, "transport": node.transport},
+        "host_key": None if host_key is None else {
+            "type": host_key.key_type, "fingerprint_sha256": host_key.fingerprint_sha256,
+            "accepted_by": str(host_key.accepted_by or ""), "accepted_at": host_key.accepted_at},
+        "run": {"id": str(run.id), "mode": run.mode, "status": run.status, "verdict": run.verdict,
+                "created": run.created, "started": run.started, "finished": run.finished,
+                "agent_version": run.agent_version, "reason": run.reason},
+        "report": run.report,
+    }
+    evidence = json.loads(_canonical(evidence))
+    record = AcceptanceRecord.objects.create(
+        node=node, run=run, decision=decision, note=note, decided_by=user, decided_at=timezone.now(),
+        evidence=evidence, digest=hashlib.sha256(_canonical(evidence).encode()).hexdigest())
+    if decision == AcceptanceRecord.Decision.QUARANTINED:
+        Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
+    else:
+        verdict_status = {"pass": Node.Status.PASSING, "warn": Node.Status.WARNING, "fail": Node.Status.FAILING}
+        Node.objects.filter(id=node.id).update(status=verdict_status.get(run.verdict, Node.Status.READY))
+        if node.baseline_id is None:  # the first accepted run is the node's baseline
+            baseline_pin(node=node, run=run)
+    return record
+
+
+def acceptance_export(record):
+    """The record as a JSON document: the decision, who, when, and the evidence with its digest."""
+    return {"record": str(record.id), "decision": record.decision, "note": record.note,
+            "decided_by": record.decided_by.get_username(), "decided_at": record.decided_at.isoformat(),
+            "digest_sha256": record.digest, "evidence": record.evidence}

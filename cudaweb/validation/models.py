@@ -47,6 +47,20 @@ class ValidationRun(models.Model):
     raw_output = models.TextField(blank=True, help_text="agent output kept when it could not be parsed (capped)")
     progress = models.JSONField(default=list, blank=True)
 
+    class Trigger(models.TextChoices):
+        MANUAL = "manual"
+        BULK = "bulk"
+        WIZARD = "wizard"
+        SCHEDULED = "scheduled"
+
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
+    # Filled when the run ends (cudaweb.drift.services.run_summarize).
+    metrics = models.JSONField(default=dict, blank=True, help_text="headline metrics of the report (worst GPU)")
+    inventory = models.JSONField(default=dict, blank=True)
+    changes = models.JSONField(default=dict, blank=True, help_text="what changed since the node's run before")
+    drift = models.JSONField(default=dict, blank=True, help_text="against the baseline and the fleet peers")
+    drifted = models.BooleanField(default=False)
+
     class Meta:
         ordering = ["-created"]
         indexes = [

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from cudaweb.drift import services as drift_services
 from cudaweb.fleet.models import HostKey, Node
 from cudaweb.validation import agent_bundle
 from cudaweb.validation.models import CheckResult, ValidationRun
@@ -39,11 +40,11 @@ def agent_budget_s(node, mode):
     return node.agent_timeout_s or settings.CUDAWEB_AGENT_TIMEOUT[mode]
 
 
-def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None):
+def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigger=ValidationRun.Trigger.MANUAL):
     """Create a PENDING run and enqueue it once the transaction commits."""
     from cudaweb.validation.tasks import execute_run
 
-    run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by)
+    run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger)
     budget = agent_budget_s(node, mode)
     transaction.on_commit(lambda: execute_run.apply_async(
         args=[str(run.id)], soft_time_limit=budget + 60, time_limit=budget + 120))
@@ -63,7 +64,10 @@ def run_finish(*, run, status, reason="", raw_output=""):
     updated = ValidationRun.objects.filter(id=run.id, status=Status.RUNNING).update(
         status=status, reason=reason[:10000], raw_output=raw_output[: settings.CUDAWEB_OUTPUT_CAP], finished=now)
     if updated and status in NODE_STATUS:
-        Node.objects.filter(id=run.node_id).update(status=NODE_STATUS[status])
+        Node.objects.filter(id=run.node_id).exclude(status=Node.Status.QUARANTINED).update(
+            status=NODE_STATUS[status])
+    if updated:
+        drift_services.run_summarize(run_id=run.id)
     return updated == 1
 
 

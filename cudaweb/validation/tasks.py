@@ -32,6 +32,14 @@ def execute_run(run_id):
 
 
 @shared_task
+def revalidate(mode="standard", node_id=None, label=""):
+    """Beat's entry for scheduled revalidation (cudaweb.validation.schedules)."""
+    from cudaweb.validation import schedules
+
+    return [str(run.id) for run in schedules.revalidate(mode=mode, node_id=node_id, label=label)]
+
+
+@shared_task
 def reap_stale_runs():
     return services.runs_reap_stale()
 

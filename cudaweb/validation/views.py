@@ -1,6 +1,14 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+import uuid
 
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+
+from django.views.decorators.http import require_POST
+
+from cudaweb.drift.selectors import compare_runs
+from cudaweb.validation import schedules
+from cudaweb.validation.forms import ScheduleForm
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import ValidationRun
 
@@ -23,3 +31,73 @@ def run_detail(request, run_id):
 def run_fragment(request, run_id):
     """The live part of the run page, polled while the run is PENDING or RUNNING."""
     return render(request, "validation/_run_live.html", _context(request, _run(run_id)))
+
+
+def _uuids(parts):
+    ids = []
+    for part in parts[:500]:
+        try:
+            ids.append(uuid.UUID(part))
+        except ValueError:
+            continue
+    return ids
+
+
+def _batch_runs(request):
+    ids = _uuids(request.GET.get("ids", "").split(","))
+    return list(ValidationRun.objects.filter(id__in=ids).select_related("node").defer("report", "raw_output")
+                .order_by("node__name"))
+
+
+@login_required
+def batch(request):
+    """Several runs requested together: each one's progress, polled while any is live."""
+    runs = _batch_runs(request)
+    return render(request, "validation/batch.html", {"runs": runs, "live": any(r.is_live for r in runs),
+                                                     "ids": request.GET.get("ids", "")})
+
+
+@login_required
+def batch_fragment(request):
+    runs = _batch_runs(request)
+    return render(request, "validation/_batch_rows.html", {"runs": runs, "live": any(r.is_live for r in runs)})
+
+
+@login_required
+def compare(request, run_a, run_b):
+    """Two runs side by side (b against a)."""
+    first = get_object_or_404(ValidationRun.objects.select_related("node"), id=run_a)
+    second = get_object_or_404(ValidationRun.objects.select_related("node"), id=run_b)
+    return render(request, "validation/compare.html", {"a": first, "b": second,
+                                                       "cmp": compare_runs(first, second)})
+
+
+@login_required
+def compare_pick(request):
+    """The node page's "compare the two selected runs": older as A, newer as B."""
+    chosen = list(ValidationRun.objects.filter(id__in=_uuids(request.GET.getlist("cmp"))).order_by("created")
+                  .values_list("id", flat=True))
+    if len(chosen) != 2:
+        return HttpResponseBadRequest("choose exactly two runs")
+    return redirect("validation:compare", run_a=chosen[0], run_b=chosen[1])
+
+
+@login_required
+def schedule_list(request):
+    form = ScheduleForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            schedules.schedule_create(every_hours=data["every_hours"], mode=data["mode"], node=data["node"],
+                                      label=data["label"])
+            return redirect("validation:schedules")
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+    return render(request, "validation/schedules.html", {"form": form, "schedules": schedules.schedules()})
+
+
+@login_required
+@require_POST
+def schedule_delete(request, schedule_id):
+    schedules.schedule_delete(schedule_id=schedule_id)
+    return redirect("validation:schedules")

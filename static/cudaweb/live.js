@@ -1,25 +1,27 @@
-// Polls the live fragment of a run page until the run ends; pauses while the tab is hidden.
+// Polls each live fragment (an element with data-poll-url) until its content says it is no longer live
+// (an element inside with data-live="0"); pauses while the tab is hidden. No page reload.
 (function () {
-  var box = document.getElementById("run-live");
-  if (!box || !box.dataset.pollUrl) return;
-  var url = box.dataset.pollUrl;
-  var timer = null;
-  function schedule() { timer = window.setTimeout(poll, 1500); }
-  function poll() {
-    timer = null;
-    if (document.hidden) return;
-    fetch(url, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
-      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
-      .then(function (html) {
-        box.innerHTML = html;
-        var head = box.querySelector(".run-head");
-        var status = head ? head.dataset.status : "";
-        if (status === "PENDING" || status === "RUNNING") schedule();
-      })
-      .catch(function () { schedule(); });
+  function watch(box) {
+    var url = box.dataset.pollUrl;
+    var timer = null;
+    function schedule() { timer = window.setTimeout(poll, 1500); }
+    function poll() {
+      timer = null;
+      if (document.hidden) return;
+      fetch(url, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
+        .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+        .then(function (html) {
+          box.innerHTML = html;
+          var marker = box.querySelector("[data-live]");
+          if (marker && marker.dataset.live === "1") schedule();
+        })
+        .catch(function () { schedule(); });
+    }
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden && timer === null) poll();
+    });
+    schedule();
   }
-  document.addEventListener("visibilitychange", function () {
-    if (!document.hidden && timer === null) poll();
-  });
-  schedule();
+  var boxes = document.querySelectorAll("[data-poll-url]");
+  for (var i = 0; i < boxes.length; i++) watch(boxes[i]);
 })();

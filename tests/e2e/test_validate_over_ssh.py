@@ -17,7 +17,7 @@ def test_add_accept_validate_shows_layered_failure_without_gpu(operator_client, 
         "name": "gpu-a1", "address": "127.0.0.1", "port": sshd.port, "username": "root",
         "private_key": sshd.private_key(), "python_path": sys.executable, "labels": "rack-3, new"})
     node = Node.objects.get(name="gpu-a1")
-    assert response.status_code == 302 and response.url == node.get_absolute_url()
+    assert response.status_code == 302 and response.url == reverse("fleet:node_onboard", args=[node.id])
     assert node.labels == ["rack-3", "new"]
     assert "OPENSSH PRIVATE KEY" not in node.credential.private_key_encrypted  # encrypted at rest
 

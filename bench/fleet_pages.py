@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""Server time and query count of the fleet page, a node page and a comparison page, at 10 and 1,000 nodes.
+
+Usage: .venv/bin/python bench/fleet_pages.py [--nodes 10 1000] [--runs-per-node 100] [--repeat 20]
+Each fleet size gets its own PostgreSQL database (cudaweb_bench_<N> on 127.0.0.1:5432, or BENCH_PG_URL's
+server), seeded once with `seed_demo` and reused. Pages are rendered in-process by Django's test client
+(no network), so the time printed is the server's: URL resolution, queries, template rendering.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PG = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+
+
+def ensure_database(name, nodes, runs):
+    url = "%s/%s" % (PG, name)
+    env = dict(os.environ, DATABASE_URL=url)
+    subprocess.run(["psql", "%s/postgres" % PG, "-qc", "CREATE DATABASE %s" % name], capture_output=True)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run(manage + ["migrate", "-v0"], env=env, check=True)
+    count = subprocess.run(manage + ["shell", "-c", "from cudaweb.fleet.models import Node; print(Node.objects.count())"],
+                           env=env, check=True, capture_output=True, text=True).stdout.strip()
+    if count != str(nodes):
+        subprocess.run(["psql", url, "-qc", "TRUNCATE fleet_node, validation_validationrun, drift_peerband CASCADE"],
+                       check=True, capture_output=True)
+        started = time.monotonic()
+        subprocess.run(manage + ["seed_demo", "--nodes", str(nodes), "--runs-per-node", str(runs)], env=env,
+                       check=True)
+        print("  seeded %d nodes x %d runs in %.0f s" % (nodes, runs, time.monotonic() - started), flush=True)
+    return url
+
+
+def measure(url, repeat):
+    """Run in a child process per database: Django is configured once per process."""
+    code = r'''
+import statistics, sys, time
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from cudaweb.fleet.models import Node
+from cudaweb.validation.models import ValidationRun
+repeat = int(sys.argv[1])
+user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+client = Client()
+client.force_login(user)
+node = Node.objects.order_by("name")[Node.objects.count() // 2]
+runs = list(ValidationRun.objects.filter(node=node).order_by("created").values_list("id", flat=True))
+pages = [("fleet page", reverse("fleet:node_list")),
+         ("fleet page, filtered (failing L1)", reverse("fleet:node_list") + "?failing_layer=L1"),
+         ("node page", node.get_absolute_url()),
+         ("compare page (first vs latest run)", reverse("validation:compare", args=[runs[0], runs[-1]]))]
+for name, url in pages:
+    client.get(url)  # warm-up
+    times = []
+    for _ in range(repeat):
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (url, response.status_code)
+    print("%-36s %4d queries  median %6.1f ms  p90 %6.1f ms  (%d bytes)" % (
+        name, len(queries), statistics.median(times), sorted(times)[int(0.9 * len(times)) - 1], len(response.content)))
+'''
+    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="cudaweb.settings", CUDAWEB_ALLOWED_HOSTS="testserver",
+               PYTHONWARNINGS="ignore")
+    subprocess.run([sys.executable, "-c", code, str(repeat)], env=env, check=True, cwd=ROOT)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, nargs="+", default=[10, 1000])
+    parser.add_argument("--runs-per-node", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    for nodes in args.nodes:
+        print("== %d nodes x %d runs (PostgreSQL)" % (nodes, args.runs_per_node), flush=True)
+        url = ensure_database("cudaweb_bench_%d" % nodes, nodes, args.runs_per_node)
+        measure(url, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Realistic demo history built from the agent's real H200 reports (tests/fixtures/real/), for seed_demo and the
+page benchmarks. Each node replays a real report with small run-to-run noise; a few nodes degrade, fail or get a
+software change part-way through their history, so fleet filters, drift and peers have something to find."""
+
+import copy
+import random
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cudaweb.drift import catalog
+from cudaweb.drift.services import metric_rows, peers_refresh, run_summarize, software_diff, thresholds
+from cudaweb.fleet.models import Node
+from cudaweb.validation.models import CheckResult, ValidationRun
+
+REAL_REPORTS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "real"
+TEMPLATES = ("h200-gpus2-standard.json", "h200-gpus2-full.json", "h200-gpus1-standard.json")
+STORY_WEIGHTS = (("healthy", 90), ("degrading", 4), ("failing", 3), ("software_change", 3))
+HISTORY_EVIDENCE = 300  # older runs keep a short evidence excerpt; the latest keeps it whole
+STATUS = {"pass": ValidationRun.Status.PASSED, "warn": ValidationRun.Status.WARNED, "fail": ValidationRun.Status.FAILED}
+
+
+def load_templates():
+    import json
+
+    return [json.loads((REAL_REPORTS / name).read_text()) for name in TEMPLATES if (REAL_REPORTS / name).exists()]
+
+
+def _jitter(report, rng, scale):
+    for check in report["checks"]:
+        for key, value in list(check["metrics"].items()):
+            if isinstance(value, float):
+                check["metrics"][key] = round(value * rng.gauss(1.0, 0.015) * scale.get(key.split(".")[0], 1.0), 3)
+    return report
+
+
+def _story_step(report, story, step, turn):
+    """Apply a node's story to one of its runs (step counts from 0, the story turns at `turn`)."""
+    if step < turn:
+        return report
+    if story == "degrading":
+        for check in report["checks"]:
+            if check["id"] == "cuda.copy_bandwidth":
+                check["status"], check["signatures"] = "warn", ["copy_bandwidth_low"]
+                check["summary"] = "pinned H2D far below the link's ceiling (seeded degradation)"
+    elif story == "failing":
+        for check in report["checks"]:
+            if check["id"] == "driver.xid":
+                check.update(status="fail", signatures=["xid_critical", "gpu_fallen_off_bus"],
+                             summary="Xid 79 in the kernel log since boot: GPU has fallen off the bus (seeded)",
+                             evidence="NVRM: Xid (PCI:0000:00:07): 79, pid=0, GPU has fallen off the bus.")
+        report["verdict"] = "fail"
+    elif story == "software_change":
+        report["inventory"]["driver_version"] = "580.172.01"
+    if report["verdict"] != "fail":
+        statuses = {c["status"] for c in report["checks"]}
+        report["verdict"] = "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
+    return report
+
+
+def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=None):
+    rng = random.Random(seed)
+    templates = load_templates()
+    limits = thresholds()
+    now = timezone.now()
+    stories = [s for s, w in STORY_WEIGHTS for _ in range(w)]
+    created = []
+    for index in range(nodes):
+        template = templates[index % 10 % len(templates)] if index % 10 < 3 else templates[0]
+        story = rng.choice(stories)
+        turn = rng.randrange(max(1, runs_per_node // 2), max(2, runs_per_node))
+        with transaction.atomic():
+            node = Node.objects.create(
+                name="%s-gpu-%04d" % (prefix, index), address="198.18.%d.%d" % (index // 250, index % 250 + 1),
+                username="ops", transport=Node.Transport.SSH,
+                labels=["rack-%02d" % (index // 40), "pool-%s" % "ab"[index % 2]], status=Node.Status.NEW)
+            runs, reports, whens, previous = [], [], [], None
+            for step in range(runs_per_node):
+                scale = {"h2d_pinned_gbs": 0.6} if story == "degrading" and step >= turn else {}
+                report = _story_step(_jitter(copy.deepcopy(template), rng, scale), story, step, turn)
+                latest = step == runs_per_node - 1
+                when = now - timedelta(hours=every_hours * (runs_per_node - step))
+                run = ValidationRun(
+                    node=node, mode=report["mode"], status=STATUS[report["verdict"]], verdict=report["verdict"],
+                    started=when, finished=when + timedelta(seconds=report["duration_s"]),
+                    agent_version=report["agent_version"], reason="agent verdict: %s (seeded demo)" % report["verdict"],
+                    trigger=ValidationRun.Trigger.SCHEDULED if step else ValidationRun.Trigger.WIZARD,
+                    metrics=catalog.headline_metrics(report["checks"]), inventory=report["inventory"],
+                    report=report if latest else {k: v for k, v in report.items() if k != "checks"})
+                run.changes = _changes(previous, report)
+                if runs:
+                    baseline = runs[0]
+                    run.changes["previous"] = str(runs[-1].id)
+                    run.drift = {"baseline": str(baseline.id), "software": software_diff(baseline.inventory,
+                                                                                          run.inventory),
+                                 "metrics": [r for r in metric_rows(baseline.metrics, run.metrics, limits)
+                                             if r["new"] is not None], "peers": []}
+                    run.drifted = any(r["drift"] for r in run.drift["metrics"]) or bool(run.drift["software"])
+                runs.append(run)
+                reports.append(report)
+                whens.append(when)
+                previous = report
+            ValidationRun.objects.bulk_create(runs, batch_size=500)
+            for run, when in zip(runs, whens):  # created is auto_now_add: give the history its own times
+                run.created = when
+            ValidationRun.objects.bulk_update(runs, ["created"], batch_size=500)
+            checks = []
+            for run, report in zip(runs, reports):
+                whole = run is runs[-1]
+                checks.extend(CheckResult(
+                    run=run, position=i, check_id=c["id"], layer=c["layer"], title=c["title"], status=c["status"],
+                    summary=c["summary"], duration_s=c["duration_s"], metrics=c["metrics"],
+                    evidence=c["evidence"] if whole else c["evidence"][:HISTORY_EVIDENCE], signatures=c["signatures"],
+                    blocked_by=c["blocked_by"] or "") for i, c in enumerate(report["checks"]))
+            CheckResult.objects.bulk_create(checks, batch_size=2000)
+            Node.objects.filter(id=node.id).update(baseline=runs[0], status=Node.Status.READY)
+        created.append((node, runs[-1]))
+        if stdout and (index + 1) % 100 == 0:
+            stdout.write("  %d nodes" % (index + 1))
+    for model in {n.gpu_model or r.inventory.get("gpu_model", "") for n, r in created} - {""}:
+        peers_refresh(gpu_model=model)
+    for node, last in created:
+        run_summarize(run_id=last.id)  # the fleet row, status and drift with peers, as a real finish does
+    for model in {r.inventory.get("gpu_model", "") for _, r in created} - {""}:
+        peers_refresh(gpu_model=model)
+    return [n for n, _ in created]
+
+
+def _changes(previous, report):
+    if previous is None:
+        return {"previous": None, "checks": [], "software": []}
+    old = {c["id"]: c["status"] for c in previous["checks"]}
+    new = {c["id"]: c["status"] for c in report["checks"]}
+    return {"previous": None, "checks": [{"check": k, "from": old.get(k, "-"), "to": new.get(k, "-")}
+                                         for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)],
+            "software": software_diff(previous["inventory"], report["inventory"])}

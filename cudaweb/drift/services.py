@@ -1,0 +1,150 @@
+"""What a finished run means for its node: metrics and inventory kept flat, changes since the run before,
+drift against the baseline and against the fleet's peers, and the node's denormalised fleet row."""
+
+import statistics
+
+from django.db import transaction
+from django.utils import timezone
+
+from cudaweb.drift import catalog
+from cudaweb.drift.models import DriftThreshold, PeerBand
+from cudaweb.fleet.models import Node
+from cudaweb.validation.models import CheckResult, ValidationRun
+
+MIN_PEERS = 3
+
+
+def thresholds():
+    """Percent-worse thresholds per metric: the catalogue's defaults, overridden by DriftThreshold rows."""
+    values = {name: metric.threshold_pct for name, metric in catalog.METRICS.items()}
+    values.update(DriftThreshold.objects.values_list("metric", "threshold_pct"))
+    return values
+
+
+def _check_statuses(run):
+    return dict(CheckResult.objects.filter(run=run).values_list("check_id", "status"))
+
+
+def changes_between(before, after):
+    """Checks whose status changed and software that changed from `before` to `after` (None: first run)."""
+    if before is None:
+        return {"previous": None, "checks": [], "software": []}
+    old, new = _check_statuses(before), _check_statuses(after)
+    checks = [{"check": cid, "from": old.get(cid, "-"), "to": new.get(cid, "-")}
+              for cid in sorted(set(old) | set(new)) if old.get(cid) != new.get(cid)]
+    return {"previous": str(before.id), "checks": checks, "software": software_diff(before.inventory, after.inventory)}
+
+
+def software_diff(old_inventory, new_inventory):
+    old, new = catalog.software(old_inventory or {}), catalog.software(new_inventory or {})
+    return [{"key": key, "from": old.get(key, "-"), "to": new.get(key, "-")}
+            for key in catalog.SOFTWARE_KEYS if old.get(key) != new.get(key) and (key in old or key in new)]
+
+
+def metric_rows(old_metrics, new_metrics, limits):
+    """Per catalogue metric present in either run: values, delta %, how much worse, and whether that is drift."""
+    rows = []
+    for name, metric in catalog.METRICS.items():
+        old, new = (old_metrics or {}).get(name), (new_metrics or {}).get(name)
+        if old is None and new is None:
+            continue
+        worse = catalog.worse_by(metric, old, new) if old is not None and new is not None else None
+        rows.append({"metric": name, "label": metric.label, "unit": metric.unit, "old": old, "new": new,
+                     "delta_pct": catalog.delta_pct(old, new) if old is not None and new is not None else None,
+                     "worse_pct": worse, "threshold_pct": limits[name],
+                     "drift": worse is not None and worse > limits[name]})
+    return rows
+
+
+def drift_of(run, baseline, bands, limits):
+    """Drift of a run: metrics and software against the node's baseline, metrics against the peer bands."""
+    result = {"baseline": None, "metrics": [], "software": [], "peers": []}
+    if baseline is not None and baseline.id != run.id:
+        result["baseline"] = str(baseline.id)
+        result["metrics"] = [r for r in metric_rows(baseline.metrics, run.metrics, limits) if r["new"] is not None]
+        result["software"] = software_diff(baseline.inventory, run.inventory)
+    for band in bands:
+        value = run.metrics.get(band.metric)
+        metric = catalog.METRICS.get(band.metric)
+        if value is None or metric is None or band.count < MIN_PEERS:
+            continue
+        worse = catalog.worse_by(metric, band.median, value)
+        result["peers"].append({"metric": band.metric, "label": metric.label, "value": value, "median": band.median,
+                                "low": band.low, "high": band.high, "count": band.count, "worse_pct": worse,
+                                "below": worse is not None and worse > limits[band.metric]})
+    return result
+
+
+def is_drifted(drift):
+    return (any(r["drift"] for r in drift["metrics"]) or bool(drift["software"])
+            or any(p["below"] for p in drift["peers"]))
+
+
+@transaction.atomic
+def run_summarize(*, run_id):
+    """Called when a run ends: fill the run's flat fields and drift, update its node's fleet row and peers."""
+    run = ValidationRun.objects.select_related("node", "node__baseline").get(id=run_id)
+    node = run.node
+    report = run.report or {}
+    checks = report.get("checks") or []
+    run.metrics = catalog.headline_metrics(checks)
+    run.inventory = report.get("inventory") or {}
+    if report:
+        previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
+                                                 created__lt=run.created).order_by("-created").first())
+        run.changes = changes_between(previous, run)
+    gpu_model = run.inventory.get("gpu_model") or node.gpu_model
+    bands = list(PeerBand.objects.filter(gpu_model=gpu_model)) if gpu_model else []
+    limits = thresholds()
+    run.drift = drift_of(run, node.baseline, bands, limits) if report else {}
+    run.drifted = bool(run.drift) and is_drifted(run.drift)
+    run.save(update_fields=["metrics", "inventory", "changes", "drift", "drifted"])
+
+    fields = {"last_run": run, "drifted": run.drifted}
+    if report:
+        fields.update(layer_status=catalog.layer_status(checks), gpu_model=gpu_model or "",
+                      gpu_count=run.inventory.get("gpu_count"), metrics=dict(node.metrics, **run.metrics))
+    if run.trigger == ValidationRun.Trigger.SCHEDULED and run.status not in (ValidationRun.Status.PASSED,):
+        fields["attention"] = "scheduled run of %s ended %s" % (timezone.localtime(run.created).strftime(
+            "%Y-%m-%d %H:%M"), run.status)
+    elif run.status == ValidationRun.Status.PASSED:
+        fields["attention"] = ""
+    Node.objects.filter(id=node.id).update(**fields)
+    if report and gpu_model and run.metrics:
+        peers_refresh(gpu_model=gpu_model)
+    return run
+
+
+def _quantile(values, q):
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@transaction.atomic
+def peers_refresh(*, gpu_model):
+    """Recompute the peer bands of one GPU model from the latest metrics of its nodes."""
+    series = {}
+    for metrics in Node.objects.filter(gpu_model=gpu_model).values_list("metrics", flat=True):
+        for name, value in (metrics or {}).items():
+            if name in catalog.METRICS and isinstance(value, (int, float)):
+                series.setdefault(name, []).append(value)
+    PeerBand.objects.filter(gpu_model=gpu_model).delete()
+    PeerBand.objects.bulk_create([
+        PeerBand(gpu_model=gpu_model, metric=name, median=statistics.median(values), low=_quantile(values, 0.1),
+                 high=_quantile(values, 0.9), count=len(values))
+        for name, values in sorted(series.items())])
+
+
+def baseline_pin(*, node, run):
+    """Make `run` the node's baseline and re-judge the node's latest run against it."""
+    if run.node_id != node.id or not run.report:
+        raise ValueError("a baseline must be a run of this node with a report")
+    Node.objects.filter(id=node.id).update(baseline=run)
+    latest = ValidationRun.objects.filter(node=node, report__isnull=False).order_by("-created").first()
+    if latest is not None:
+        run_summarize(run_id=latest.id)

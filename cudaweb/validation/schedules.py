@@ -1,0 +1,50 @@
+"""Scheduled revalidation: django-celery-beat periodic tasks that validate a node or every node with a label."""
+
+import json
+
+from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from cudaweb.fleet.models import Node
+from cudaweb.fleet.selectors import nodes_with_label
+from cudaweb.validation.models import ValidationRun
+
+TASK = "cudaweb.validation.tasks.revalidate"
+PREFIX = "cudaweb revalidate "
+
+
+@transaction.atomic
+def schedule_create(*, every_hours, mode, node=None, label=""):
+    """A periodic revalidation of one node or of a label's nodes, run by beat's database scheduler."""
+    if (node is None) == (not label):
+        raise ValueError("schedule either one node or one label")
+    interval, _ = IntervalSchedule.objects.get_or_create(every=every_hours, period=IntervalSchedule.HOURS)
+    target = "node %s" % node.name if node else "label %s" % label
+    kwargs = {"node_id": str(node.id)} if node else {"label": label}
+    kwargs["mode"] = mode
+    return PeriodicTask.objects.create(name="%s%s every %dh (%s)" % (PREFIX, target, every_hours, mode), task=TASK,
+                                       interval=interval, kwargs=json.dumps(kwargs))
+
+
+def schedules():
+    return PeriodicTask.objects.filter(task=TASK).select_related("interval").order_by("name")
+
+
+def schedule_delete(*, schedule_id):
+    PeriodicTask.objects.filter(id=schedule_id, task=TASK).delete()
+
+
+def revalidate(*, mode, node_id=None, label=""):
+    """Request a scheduled run for each target node that can be reached and is not busy or quarantined."""
+    from cudaweb.validation.services import run_request
+
+    nodes = Node.objects.filter(id=node_id) if node_id else nodes_with_label(label)
+    busy = set(ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE)
+               .values_list("node_id", flat=True))
+    runs = []
+    for node in nodes.exclude(status=Node.Status.QUARANTINED):
+        trusted = node.is_local or node.host_key_accepted
+        if node.id in busy or not trusted:
+            continue
+        runs.append(run_request(node=node, mode=mode, trigger=ValidationRun.Trigger.SCHEDULED))
+    return runs
