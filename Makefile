@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test sshd clean
+.PHONY: run test sshd browser clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (or set PYTHON=...)"; exit 1; }
@@ -20,11 +20,17 @@ sshd:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null; }
 
+# Debian's chromium for the browser test (driven by the playwright package; no browser download).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
 run: $(STAMP)
 	$(PY) -m cudaweb.local_state
 	$(PY) manage.py runlocal
 
-test: $(STAMP) sshd
+test: $(STAMP) sshd browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:
