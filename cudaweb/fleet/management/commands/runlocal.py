@@ -33,7 +33,7 @@ def wait_for_port(port, timeout=20):
 
 
 class Command(BaseCommand):
-    help = "Run web, worker and an embedded Redis on this machine; Ctrl-C stops all of them."
+    help = "Run web, worker (with beat) and an embedded Redis on this machine; Ctrl-C stops all of them."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=int(os.environ.get("CUDAWEB_PORT", "8000")))
@@ -86,8 +86,11 @@ class Command(BaseCommand):
 
         node_register_local(python_path=sys.executable)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        children.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-l", "INFO",
-                                          "--concurrency", "2"], env=env, cwd=settings.BASE_DIR))
+        # -B: beat inside the worker (one process on one machine), so scheduled revalidation runs under make run too.
+        children.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
+                                          "--concurrency", "2", "--schedule", str(settings.BASE_DIR / "var" /
+                                                                                 "celerybeat-schedule")],
+                                         env=env, cwd=settings.BASE_DIR))
         children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:%d" % port, "--noreload", "--insecure"], env=env))
         if not wait_for_port(port, timeout=30):
             raise SystemExit("the web server did not start")
