@@ -26,7 +26,8 @@ def ensure_database(name, nodes, runs):
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run(manage + ["migrate", "-v0"], env=env, check=True)
     count = subprocess.run(manage + ["shell", "-c", "from cudaweb.fleet.models import Node; print(Node.objects.count())"],
-                           env=env, check=True, capture_output=True, text=True).stdout.strip()
+                           env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1:]
+    count = count[0] if count else ""
     if count != str(nodes):
         subprocess.run(["psql", url, "-qc", "TRUNCATE fleet_node, validation_validationrun, drift_peerband CASCADE"],
                        check=True, capture_output=True)

@@ -15,6 +15,7 @@ from cudaweb.drift import catalog
 from cudaweb.drift.services import metric_rows, peers_refresh, run_summarize, software_diff, thresholds
 from cudaweb.fleet.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
+from cudaweb.validation.services import NODE_STATUS
 
 REAL_REPORTS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "real"
 TEMPLATES = ("h200-gpus2-standard.json", "h200-gpus2-full.json", "h200-gpus1-standard.json")
@@ -123,7 +124,8 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
     for model in {n.gpu_model or r.inventory.get("gpu_model", "") for n, r in created} - {""}:
         peers_refresh(gpu_model=model)
     for node, last in created:
-        run_summarize(run_id=last.id)  # the fleet row, status and drift with peers, as a real finish does
+        run_summarize(run_id=last.id)  # the fleet row and drift with peers, as a real finish does
+        Node.objects.filter(id=node.id).update(status=NODE_STATUS[last.status])
     for model in {r.inventory.get("gpu_model", "") for _, r in created} - {""}:
         peers_refresh(gpu_model=model)
     return [n for n, _ in created]

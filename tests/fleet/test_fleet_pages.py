@@ -29,6 +29,7 @@ def test_seed_demo_builds_history_from_the_real_reports():
     assert CheckResult.objects.filter(run__node=nodes[0]).count() == 6 * len(real_report()["checks"])
     node = Node.objects.get(id=nodes[0].id)
     assert node.gpu_model == "NVIDIA H200" and node.baseline_id and node.last_run_id and node.layer_status
+    assert node.status == {"PASSED": "passing", "WARNED": "warning", "FAILED": "failing"}[node.last_run.status]
     bf16 = [r.metrics["matmul_bf16_tflops"] for r in ValidationRun.objects.filter(node=node)]
     assert all(650 < v < 900 for v in bf16) and len(set(bf16)) > 1  # real figures with run-to-run noise
 
