@@ -199,3 +199,13 @@ def test_cross_node_peer_that_never_answers(scenario):
     result = check(report, "comm.peer")
     assert result["status"] == "fail" and "peer_timeout" in result["signatures"]
     assert time.monotonic() - started < 60
+
+
+def test_the_agent_leaves_no_file_and_no_process_behind(scenario, tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    report, _ = run_agent(scenario, ("--mode", "standard", "--only", "comm.gloo"), env={"TMPDIR": str(scratch)})
+    assert check(report, "comm.gloo")["status"] == "pass"  # two rank workers ran, with their log files
+    assert list(scratch.iterdir()) == []
+    left = subprocess.run(["pgrep", "-f", "agents.cudaprobe.gpu.worker"], capture_output=True, text=True).stdout
+    assert left == ""
