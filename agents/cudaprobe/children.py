@@ -12,6 +12,7 @@ out or dies is killed with its whole pool; the next task starts a fresh one.
 import json
 import os
 import selectors
+import shutil
 import socket
 import sys
 import tempfile
@@ -160,7 +161,13 @@ class Pool:
 
     def __init__(self, ctx, env=None, world=None):
         self.ctx = ctx
-        self.env = dict(POOL_ENV, **(env or {}))
+        # torch and the CUDA driver write caches (inductor, triton, the JIT ComputeCache) under /tmp or ~ on first
+        # use; point them at a scratch directory of this pool, removed with it, so nothing is left on the host.
+        self.scratch = tempfile.mkdtemp(prefix="cudaprobe-")
+        caches = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(self.scratch, "inductor"),
+                  "TRITON_CACHE_DIR": os.path.join(self.scratch, "triton"),
+                  "CUDA_CACHE_PATH": os.path.join(self.scratch, "nv-compute-cache")}
+        self.env = dict(POOL_ENV, **caches, **(env or {}))
         self.world = world
         self.workers = {}
 
@@ -213,9 +220,16 @@ class Pool:
         return outcomes
 
     def close(self):
+        """End every worker (their process groups) and remove the scratch directory; the pool can start again."""
         for worker in self.workers.values():
             worker.close()
         self.workers = {}
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        os.makedirs(self.scratch, exist_ok=True)  # a later call may start workers again
+
+    def remove(self):
+        self.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def local_pool(ctx):
@@ -251,7 +265,7 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
     try:
         return pool.call(task, args, ranks, timeout or ctx.budget_s)
     finally:
-        pool.close()
+        pool.remove()
 
 
 def _tail(path, offset):

@@ -29,7 +29,7 @@ class Context:
 
     def close(self):
         if self.pool is not None:
-            self.pool.close()
+            self.pool.remove()
 
     def path(self, name, default):
         """Paths the fault-injection harness may redirect (e.g. CUDAPROBE_PROC_MODULES)."""
