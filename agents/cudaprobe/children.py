@@ -159,7 +159,7 @@ class Worker:
 class Pool:
     """Workers keyed by rank, started on first use with the same environment."""
 
-    def __init__(self, ctx, env=None, world=None):
+    def __init__(self, ctx, env=None):
         self.ctx = ctx
         # torch and the CUDA driver write caches (inductor, triton, the JIT ComputeCache) under /tmp or ~ on first
         # use; point them at a scratch directory of this pool, removed with it, so nothing is left on the host.
@@ -168,17 +168,13 @@ class Pool:
                   "TRITON_CACHE_DIR": os.path.join(self.scratch, "triton"),
                   "CUDA_CACHE_PATH": os.path.join(self.scratch, "nv-compute-cache")}
         self.env = dict(POOL_ENV, **caches, **(env or {}))
-        self.world = world
         self.workers = {}
 
     def start(self, ranks):
         """Start the workers of `ranks` not yet running (they import torch while the caller goes on)."""
         for rank in ranks:
             if rank not in self.workers:
-                rank_env = {"RANK": str(rank), "LOCAL_RANK": str(rank)}
-                if self.world:
-                    rank_env["WORLD_SIZE"] = str(self.world)
-                rank_env.update(self.env)
+                rank_env = dict(self.env, RANK=str(rank), LOCAL_RANK=str(rank))
                 self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
 
     def call(self, task, args, ranks, timeout):
@@ -220,14 +216,13 @@ class Pool:
         return outcomes
 
     def close(self):
-        """End every worker (their process groups) and remove the scratch directory; the pool can start again."""
+        """End every worker (their process groups); a later call starts fresh ones."""
         for worker in self.workers.values():
             worker.close()
         self.workers = {}
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        os.makedirs(self.scratch, exist_ok=True)  # a later call may start workers again
 
     def remove(self):
+        """End the pool for good: its workers and its scratch directory."""
         self.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -261,7 +256,7 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
     ranks = list(range(world)) if ranks is None else list(ranks)
     if master is None and env is None:
         return local_pool(ctx).call(task, args, ranks, timeout or ctx.budget_s)
-    pool = Pool(ctx, env=env, world=world)
+    pool = Pool(ctx, env=env)
     try:
         return pool.call(task, args, ranks, timeout or ctx.budget_s)
     finally:

@@ -1,4 +1,4 @@
-"""Child-process entry: `python -m agents.cudaprobe.gpu.worker --serve` (or `TASK JSON_ARGS` for one task).
+"""Child-process entry: `python -m agents.cudaprobe.gpu.worker --serve`.
 
 Serving, it imports torch once, then reads one request per line on stdin ({"task": ..., "args": ...})
 and answers each with one result line (CUDAPROBE_RESULT {...}) on stdout; an exception is reported in
@@ -195,8 +195,8 @@ def _init_group(torch, backend, args):
     import torch.distributed as dist
 
     rank = int(os.environ["RANK"])
-    world = int(args.get("world") or os.environ["WORLD_SIZE"])
-    addr, port = args.get("master") or (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
+    world = int(args["world"])
+    addr, port = args["master"]
     kwargs = {"backend": backend, "rank": rank, "world_size": world, "init_method": "tcp://%s:%s" % (addr, port),
               "timeout": datetime.timedelta(seconds=args.get("timeout_s", 60))}
     if backend == "nccl":
@@ -415,13 +415,5 @@ def serve():
     return 0
 
 
-def main(argv):
-    if argv[1] == "--serve":
-        return serve()
-    result = run_one(argv[1], json.loads(argv[2]) if len(argv) > 2 else {})
-    reply(result)
-    return 1 if "error" in result else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve())
