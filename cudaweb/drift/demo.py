@@ -12,7 +12,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from cudaweb.drift import catalog
-from cudaweb.drift.services import metric_rows, peers_refresh, run_summarize, software_diff, thresholds
+from cudaweb.drift.services import (
+    drift_of, is_drifted, peers_refresh, run_summarize, software_diff, status_changes, thresholds,
+)
 from cudaweb.fleet.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.services import NODE_STATUS
@@ -92,14 +94,10 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
                     metrics=catalog.headline_metrics(report["checks"]), inventory=report["inventory"],
                     report=report if latest else {k: v for k, v in report.items() if k != "checks"})
                 run.changes = _changes(previous, report)
-                if runs:
-                    baseline = runs[0]
+                if runs:  # against the first run, the baseline; peers are judged at the end
                     run.changes["previous"] = str(runs[-1].id)
-                    run.drift = {"baseline": str(baseline.id), "software": software_diff(baseline.inventory,
-                                                                                          run.inventory),
-                                 "metrics": [r for r in metric_rows(baseline.metrics, run.metrics, limits)
-                                             if r["new"] is not None], "peers": []}
-                    run.drifted = any(r["drift"] for r in run.drift["metrics"]) or bool(run.drift["software"])
+                    run.drift = drift_of(run, runs[0], [], limits)
+                    run.drifted = is_drifted(run.drift)
                 runs.append(run)
                 reports.append(report)
                 whens.append(when)
@@ -134,8 +132,6 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
 def _changes(previous, report):
     if previous is None:
         return {"previous": None, "checks": [], "software": []}
-    old = {c["id"]: c["status"] for c in previous["checks"]}
-    new = {c["id"]: c["status"] for c in report["checks"]}
-    return {"previous": None, "checks": [{"check": k, "from": old.get(k, "-"), "to": new.get(k, "-")}
-                                         for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)],
+    statuses = lambda r: {c["id"]: c["status"] for c in r["checks"]}  # noqa: E731
+    return {"previous": None, "checks": status_changes(statuses(previous), statuses(report)),
             "software": software_diff(previous["inventory"], report["inventory"])}

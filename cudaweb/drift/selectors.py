@@ -13,7 +13,7 @@ def node_charts(node):
     runs = list(ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES)
                 .order_by("-created").values_list("created", "metrics")[:SERIES_RUNS])
     bands = {b.metric: b for b in PeerBand.objects.filter(gpu_model=node.gpu_model)} if node.gpu_model else {}
-    baseline = node.baseline.metrics if node.baseline_id and node.baseline else {}
+    baseline = node.baseline.metrics if node.baseline else {}
     charts = {}
     for name, metric in catalog.METRICS.items():
         points = [[created.isoformat(), metrics[name]] for created, metrics in reversed(runs) if name in metrics]

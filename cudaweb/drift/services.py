@@ -25,14 +25,18 @@ def _check_statuses(run):
     return dict(CheckResult.objects.filter(run=run).values_list("check_id", "status"))
 
 
+def status_changes(old, new):
+    """Checks whose status differs between two {check_id: status} maps ("-": absent on that side)."""
+    return [{"check": cid, "from": old.get(cid, "-"), "to": new.get(cid, "-")}
+            for cid in sorted(set(old) | set(new)) if old.get(cid) != new.get(cid)]
+
+
 def changes_between(before, after):
     """Checks whose status changed and software that changed from `before` to `after` (None: first run)."""
     if before is None:
         return {"previous": None, "checks": [], "software": []}
-    old, new = _check_statuses(before), _check_statuses(after)
-    checks = [{"check": cid, "from": old.get(cid, "-"), "to": new.get(cid, "-")}
-              for cid in sorted(set(old) | set(new)) if old.get(cid) != new.get(cid)]
-    return {"previous": str(before.id), "checks": checks, "software": software_diff(before.inventory, after.inventory)}
+    return {"previous": str(before.id), "checks": status_changes(_check_statuses(before), _check_statuses(after)),
+            "software": software_diff(before.inventory, after.inventory)}
 
 
 def software_diff(old_inventory, new_inventory):

@@ -93,6 +93,11 @@ class Node(models.Model):
     def host_key_accepted(self):
         return HostKey.objects.filter(node=self, accepted_at__isnull=False).exists()
 
+    @property
+    def can_validate(self):
+        """A run may reach this node: it is the dashboard's own host, or its SSH host key was accepted."""
+        return self.is_local or self.host_key_accepted
+
 
 class HostKey(models.Model):
     """The SSH host key pinned for a node: seen on first contact, trusted once an operator accepts it."""

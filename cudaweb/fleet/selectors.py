@@ -22,8 +22,7 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     if gpu_model:
         nodes = nodes.filter(gpu_model=gpu_model)
     if label:
-        # labels is a JSON list; its text form holds each label quoted, on PostgreSQL and SQLite alike.
-        nodes = nodes.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)
+        nodes = with_label(nodes, label)
     if failing_layer in LAYERS:
         nodes = nodes.filter(**{"layer_status__%s" % failing_layer: "fail"})
     if q:
@@ -46,5 +45,11 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
             "labels": labels, "layers": LAYERS}
 
 
+def with_label(nodes, label):
+    """Nodes carrying `label`: labels is a JSON list, whose text form holds each label quoted on PostgreSQL and
+    SQLite alike."""
+    return nodes.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)
+
+
 def nodes_with_label(label):
-    return Node.objects.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)
+    return with_label(Node.objects.all(), label)

@@ -50,7 +50,7 @@ def nodes_validate(request):
     nodes = list(form.cleaned_data["nodes"]) or list(selectors.nodes_with_label(form.cleaned_data["label"]))
     runs, skipped = [], []
     for node in nodes:
-        if not node.is_local and not HostKey.objects.filter(node=node, accepted_at__isnull=False).exists():
+        if not node.can_validate:
             skipped.append(node.name)
             continue
         runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
@@ -90,18 +90,19 @@ def node_onboard(request, node_id):
         step = "host_key"
     if record is not None and run is not None and record.run_id == run.id:
         step = "done"
+    checks = list(run.checks.all()) if run else []
     template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
     return render(request, template, {
         "node": node, "host_key": host_key, "run": run, "record": record, "step": step,
-        "decision_form": DecisionForm(), "checks": list(run.checks.all()) if run else [],
-        "playbooks": run_playbooks(run=run, checks=list(run.checks.all()), user=request.user) if run else {}})
+        "decision_form": DecisionForm(), "checks": checks,
+        "playbooks": run_playbooks(run=run, checks=checks, user=request.user) if run else {}})
 
 
 @login_required
 @require_POST
 def onboard_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
-    if not node.is_local and not HostKey.objects.filter(node=node, accepted_at__isnull=False).exists():
+    if not node.can_validate:
         messages.error(request, "Accept the node's host key first.")
     else:
         run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
@@ -189,7 +190,7 @@ def node_validate(request, node_id):
     if not form.is_valid():
         messages.error(request, "Unknown mode.")
         return redirect(node)
-    if not node.is_local and not HostKey.objects.filter(node=node, accepted_at__isnull=False).exists():
+    if not node.can_validate:
         messages.error(request, "Accept the node's host key before validating it.")
         return redirect(node)
     run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user)

@@ -43,8 +43,7 @@ def revalidate(*, mode, node_id=None, label=""):
                .values_list("node_id", flat=True))
     runs = []
     for node in nodes.exclude(status=Node.Status.QUARANTINED):
-        trusted = node.is_local or node.host_key_accepted
-        if node.id in busy or not trusted:
+        if node.id in busy or not node.can_validate:
             continue
         runs.append(run_request(node=node, mode=mode, trigger=ValidationRun.Trigger.SCHEDULED))
     return runs

@@ -34,10 +34,14 @@ THROTTLE_BITS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal slow
 PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
+def _driver_query_limit(ctx, timeout=None):
+    """Budget of one nvidia-smi or NVML query. CUDAPROBE_NVSMI_TIMEOUT shortens the wait for a hung driver
+    (fault-injection tests, impatient operators)."""
+    return float(ctx.environ.get("CUDAPROBE_NVSMI_TIMEOUT", 0)) or timeout or min(ctx.budget_s, 20)
+
+
 def _smi(ctx, args, timeout=None):
-    # CUDAPROBE_NVSMI_TIMEOUT shortens the wait for a hung nvidia-smi (fault-injection tests, impatient operators).
-    limit = float(ctx.environ.get("CUDAPROBE_NVSMI_TIMEOUT", 0)) or timeout or min(ctx.budget_s, 20)
-    return nvsmi.nvidia_smi(args, limit, env=ctx.environ)
+    return nvsmi.nvidia_smi(args, _driver_query_limit(ctx, timeout), env=ctx.environ)
 
 
 def _smi_failure(result, what):
@@ -77,8 +81,8 @@ def _nvml(ctx):
         if ctx.environ.get("CUDAPROBE_NVML") == "0":
             ctx.facts["nvml"] = {"error": "nvml_disabled", "message": "CUDAPROBE_NVML=0"}
         else:
-            limit = float(ctx.environ.get("CUDAPROBE_NVSMI_TIMEOUT", 0)) or min(ctx.budget_s, 20)
-            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml"], limit, env=children.child_env(ctx))
+            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml"], _driver_query_limit(ctx),
+                              env=children.child_env(ctx))
             try:
                 facts = json.loads(result.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
