@@ -25,7 +25,7 @@ def ensure_database(name, nodes, runs):
     subprocess.run(["psql", "%s/postgres" % PG, "-qc", "CREATE DATABASE %s" % name], capture_output=True)
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run(manage + ["migrate", "-v0"], env=env, check=True)
-    count = subprocess.run(manage + ["shell", "-c", "from cudaweb.fleet.models import Node; print(Node.objects.count())"],
+    count = subprocess.run(manage + ["shell", "-c", "from cudaweb.nodes.models import Node; print(Node.objects.count())"],
                            env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1:]
     count = count[0] if count else ""
     if count != str(nodes):
@@ -49,7 +49,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 repeat = int(sys.argv[1])
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
@@ -60,7 +60,7 @@ runs = list(ValidationRun.objects.filter(node=node).order_by("created").values_l
 pages = [("fleet page", reverse("fleet:node_list")),
          ("fleet page, filtered (failing L1)", reverse("fleet:node_list") + "?failing_layer=L1"),
          ("node page", node.get_absolute_url()),
-         ("compare page (first vs latest run)", reverse("validation:compare", args=[runs[0], runs[-1]]))]
+         ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]]))]
 for name, url in pages:
     client.get(url)  # warm-up
     times = []

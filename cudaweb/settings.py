@@ -48,10 +48,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
-    "cudaweb.fleet",
+    # Lowest first; each app imports only those above it in this list (docs/adr/0006-one-way-layers.md).
+    "cudaweb.nodes",
     "cudaweb.validation",
-    "cudaweb.playbooks",
     "cudaweb.drift",
+    "cudaweb.playbooks",
+    "cudaweb.fleet",
 ]
 
 MIDDLEWARE = [

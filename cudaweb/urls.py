@@ -2,11 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from cudaweb.fleet.urls import fleet_patterns, playbook_patterns, run_patterns
+
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("runs/", include("cudaweb.validation.urls")),
-    path("playbooks/", include("cudaweb.playbooks.urls")),
-    path("", include("cudaweb.fleet.urls")),
+    path("runs/", include(run_patterns)),
+    path("playbooks/", include(playbook_patterns)),
+    path("", include(fleet_patterns)),
 ]

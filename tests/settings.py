@@ -2,20 +2,14 @@
 
 import os
 import secrets
-import socket
 
 from cryptography.fernet import Fernet
 
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from cudaweb.embedded import free_port
 
 os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(40))
 os.environ.setdefault("CUDAWEB_CREDENTIAL_KEY", Fernet.generate_key().decode())
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:%d/0" % _free_port())
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:%d/0" % free_port())
 os.environ.setdefault("CUDAWEB_AGENT_CACHE_DIR", "/tmp/cudaweb-test-agent-cache")
 
 from cudaweb.settings import *  # noqa: E402,F401,F403

@@ -15,15 +15,14 @@ from cudaweb.drift import catalog
 from cudaweb.drift.services import (
     drift_of, is_drifted, peers_refresh, run_summarize, software_diff, status_changes, thresholds,
 )
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
-from cudaweb.validation.services import NODE_STATUS
+from cudaweb.validation.statuses import node_status_of, run_status_of
 
 REAL_REPORTS = Path(settings.BASE_DIR) / "tests" / "fixtures" / "real"
 TEMPLATES = ("h200-gpus2-standard.json", "h200-gpus2-full.json", "h200-gpus1-standard.json")
 STORY_WEIGHTS = (("healthy", 90), ("degrading", 4), ("failing", 3), ("software_change", 3))
 HISTORY_EVIDENCE = 300  # older runs keep a short evidence excerpt; the latest keeps it whole
-STATUS = {"pass": ValidationRun.Status.PASSED, "warn": ValidationRun.Status.WARNED, "fail": ValidationRun.Status.FAILED}
 
 
 def load_templates():
@@ -87,7 +86,7 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
                 latest = step == runs_per_node - 1
                 when = now - timedelta(hours=every_hours * (runs_per_node - step))
                 run = ValidationRun(
-                    node=node, mode=report["mode"], status=STATUS[report["verdict"]], verdict=report["verdict"],
+                    node=node, mode=report["mode"], status=run_status_of(report["verdict"]), verdict=report["verdict"],
                     started=when, finished=when + timedelta(seconds=report["duration_s"]),
                     agent_version=report["agent_version"], reason="agent verdict: %s (seeded demo)" % report["verdict"],
                     trigger=ValidationRun.Trigger.SCHEDULED if step else ValidationRun.Trigger.WIZARD,
@@ -123,7 +122,7 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
         peers_refresh(gpu_model=model)
     for node, last in created:
         run_summarize(run_id=last.id)  # the fleet row and drift with peers, as a real finish does
-        Node.objects.filter(id=node.id).update(status=NODE_STATUS[last.status])
+        Node.objects.filter(id=node.id).update(status=node_status_of(last.status))
     for model in {r.inventory.get("gpu_model", "") for _, r in created} - {""}:
         peers_refresh(gpu_model=model)
     return [n for n, _ in created]

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from cudaweb.drift import catalog
 from cudaweb.drift.models import DriftThreshold, PeerBand
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 
 MIN_PEERS = 3
@@ -82,6 +82,11 @@ def drift_of(run, baseline, bands, limits):
 def is_drifted(drift):
     return (any(r["drift"] for r in drift["metrics"]) or bool(drift["software"])
             or any(p["below"] for p in drift["peers"]))
+
+
+def on_run_finished(sender, run_id, **kwargs):
+    """Receiver of cudaweb.validation.signals.run_finished (connected in DriftConfig.ready)."""
+    run_summarize(run_id=run_id)
 
 
 @transaction.atomic

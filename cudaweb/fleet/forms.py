@@ -1,7 +1,13 @@
+"""The forms of every page."""
+
 from django import forms
+from django.conf import settings
 
 from cudaweb.drift.catalog import LAYERS
-from cudaweb.fleet.models import AcceptanceRecord, Node, SSHCredential
+from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.nodes.models import Node, SSHCredential
+from cudaweb.remote.connect import private_key_check
+from cudaweb.remote.transports.base import AuthFailed
 from cudaweb.validation.models import ValidationRun
 
 
@@ -33,11 +39,8 @@ class NodeForm(forms.Form):
         if not data.get("private_key") and not data.get("key_path") and not data.get("credential"):
             raise forms.ValidationError("give a private key, a key path or an existing credential")
         if data.get("private_key"):
-            from cudaweb.validation.transports.base import AuthFailed
-            from cudaweb.validation.transports.ssh import load_private_key
-
             try:
-                load_private_key(data["private_key"])
+                private_key_check(data["private_key"])
             except AuthFailed as exc:
                 self.add_error("private_key", str(exc))
         return data
@@ -73,3 +76,34 @@ class BulkValidateForm(forms.Form):
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=AcceptanceRecord.Decision.choices, widget=forms.RadioSelect)
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000)
+
+
+class ScheduleForm(forms.Form):
+    node = forms.ModelChoiceField(queryset=Node.objects.order_by("name"), required=False)
+    label = forms.CharField(required=False, max_length=100)
+    every_hours = forms.IntegerField(min_value=1, max_value=24 * 30, initial=24)
+    mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.STANDARD)
+
+
+class TriageForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), required=False,
+                           label="Paste a traceback or log")
+    upload = forms.FileField(required=False, label="or upload a log file")
+
+    def clean(self):
+        data = super().clean()
+        cap = settings.CUDAWEB_TRIAGE_CAP
+        upload = data.get("upload")
+        if upload is not None:
+            if upload.size > cap:
+                raise forms.ValidationError("the file is %d bytes; the limit is %d bytes" % (upload.size, cap))
+            data["text"] = upload.read(cap).decode("utf-8", "replace")
+        if len(data.get("text") or "") > cap:
+            raise forms.ValidationError("the text is over the %d-byte limit" % cap)
+        if not (data.get("text") or "").strip():
+            raise forms.ValidationError("paste some text or choose a file")
+        return data
+
+
+class VoteForm(forms.Form):
+    helped = forms.TypedChoiceField(choices=[("1", "fixed it"), ("0", "did not help")], coerce=lambda v: v == "1")

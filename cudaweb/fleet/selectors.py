@@ -1,11 +1,11 @@
 """Reads for the fleet pages. Each returns what one page needs in a fixed number of queries."""
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import Count, Q
 
 from cudaweb.drift.catalog import LAYERS
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.selectors import with_label
 from cudaweb.validation.models import ValidationRun
 
 SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-status",
@@ -44,12 +44,3 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     return {"page": current, "counts": counts, "total": sum(counts.values()), "gpu_models": gpu_models,
             "labels": labels, "layers": LAYERS}
 
-
-def with_label(nodes, label):
-    """Nodes carrying `label`: labels is a JSON list, whose text form holds each label quoted on PostgreSQL and
-    SQLite alike."""
-    return nodes.annotate(labels_text=Cast("labels", TextField())).filter(labels_text__contains='"%s"' % label)
-
-
-def nodes_with_label(label):
-    return with_label(Node.objects.all(), label)

@@ -1,20 +1,39 @@
+"""Every page of the dashboard, in three URL namespaces: fleet (nodes, onboarding), runs, playbooks."""
+
 from django.urls import path
 
-from cudaweb.fleet import views
+from cudaweb.fleet.views import fleet, nodes, onboarding, playbooks, runs, schedules
 
-app_name = "fleet"
-urlpatterns = [
-    path("", views.node_list, name="node_list"),
-    path("nodes/validate/", views.nodes_validate, name="nodes_validate"),
-    path("nodes/add/", views.node_add, name="node_add"),
-    path("nodes/<uuid:node_id>/", views.node_detail, name="node_detail"),
-    path("nodes/<uuid:node_id>/onboard/", views.node_onboard, name="node_onboard"),
-    path("nodes/<uuid:node_id>/onboard/validate/", views.onboard_validate, name="onboard_validate"),
-    path("nodes/<uuid:node_id>/onboard/decide/", views.onboard_decide, name="onboard_decide"),
-    path("nodes/<uuid:node_id>/host-key/fetch/", views.host_key_fetch, name="host_key_fetch"),
-    path("nodes/<uuid:node_id>/host-key/accept/", views.host_key_accept, name="host_key_accept"),
-    path("nodes/<uuid:node_id>/validate/", views.node_validate, name="node_validate"),
-    path("nodes/<uuid:node_id>/baseline/", views.node_baseline, name="node_baseline"),
-    path("acceptance/<uuid:record_id>/", views.acceptance_detail, name="acceptance_detail"),
-    path("acceptance/<uuid:record_id>.json", views.acceptance_json, name="acceptance_json"),
-]
+fleet_patterns = ([
+    path("", fleet.node_list, name="node_list"),
+    path("nodes/validate/", fleet.nodes_validate, name="nodes_validate"),
+    path("nodes/add/", nodes.node_add, name="node_add"),
+    path("nodes/<uuid:node_id>/", nodes.node_detail, name="node_detail"),
+    path("nodes/<uuid:node_id>/onboard/", onboarding.node_onboard, name="node_onboard"),
+    path("nodes/<uuid:node_id>/onboard/validate/", onboarding.onboard_validate, name="onboard_validate"),
+    path("nodes/<uuid:node_id>/onboard/decide/", onboarding.onboard_decide, name="onboard_decide"),
+    path("nodes/<uuid:node_id>/host-key/fetch/", nodes.host_key_fetch, name="host_key_fetch"),
+    path("nodes/<uuid:node_id>/host-key/accept/", nodes.host_key_accept, name="host_key_accept"),
+    path("nodes/<uuid:node_id>/validate/", nodes.node_validate, name="node_validate"),
+    path("nodes/<uuid:node_id>/baseline/", nodes.node_baseline, name="node_baseline"),
+    path("acceptance/<uuid:record_id>/", onboarding.acceptance_detail, name="acceptance_detail"),
+    path("acceptance/<uuid:record_id>.json", onboarding.acceptance_json, name="acceptance_json"),
+], "fleet")
+
+run_patterns = ([
+    path("batch/", runs.batch, name="batch"),
+    path("compare/", runs.compare_pick, name="compare_pick"),
+    path("schedules/", schedules.schedule_list, name="schedules"),
+    path("schedules/<int:schedule_id>/delete/", schedules.schedule_delete, name="schedule_delete"),
+    path("batch/fragment/", runs.batch_fragment, name="batch_fragment"),
+    path("<uuid:run_a>/compare/<uuid:run_b>/", runs.compare, name="compare"),
+    path("<uuid:run_id>/", runs.run_detail, name="run_detail"),
+    path("<uuid:run_id>/fragment/", runs.run_fragment, name="run_fragment"),
+], "runs")
+
+playbook_patterns = ([
+    path("", playbooks.playbook_list, name="list"),
+    path("triage/", playbooks.triage_log, name="triage"),
+    path("<slug:playbook_id>/", playbooks.playbook_detail, name="detail"),
+    path("vote/<uuid:run_id>/<slug:playbook_id>/", playbooks.vote, name="vote"),
+], "playbooks")

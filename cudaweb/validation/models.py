@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 
 
 class ValidationRun(models.Model):
@@ -54,7 +54,7 @@ class ValidationRun(models.Model):
         SCHEDULED = "scheduled"
 
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
-    # Filled when the run ends (cudaweb.drift.services.run_summarize).
+    # Filled when the run ends (cudaweb.drift.services.run_summarize, on signals.run_finished).
     metrics = models.JSONField(default=dict, blank=True, help_text="headline metrics of the report (worst GPU)")
     inventory = models.JSONField(default=dict, blank=True)
     changes = models.JSONField(default=dict, blank=True, help_text="what changed since the node's run before")
@@ -74,7 +74,7 @@ class ValidationRun(models.Model):
         return "%s %s %s" % (self.node, self.mode, self.status)
 
     def get_absolute_url(self):
-        return reverse("validation:run_detail", args=[self.id])
+        return reverse("runs:run_detail", args=[self.id])
 
     @property
     def is_live(self):

@@ -5,8 +5,8 @@ import json
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from cudaweb.fleet.models import Node
-from cudaweb.fleet.selectors import nodes_with_label
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
 
 TASK = "cudaweb.validation.tasks.revalidate"

@@ -2,20 +2,21 @@
 
 import json
 import logging
+import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from cudaweb.drift import services as drift_services
-from cudaweb.fleet.models import HostKey, Node
-from cudaweb.validation import agent_bundle
+from cudaweb.nodes.models import Node
+from cudaweb.remote import bundle
+from cudaweb.remote.connect import transport_for
+from cudaweb.remote.transports import base
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
-from cudaweb.validation.transports import base
-from cudaweb.validation.transports.local import LocalTransport
-from cudaweb.validation.transports.ssh import SSHTransport
+from cudaweb.validation.signals import run_finished
+from cudaweb.validation.statuses import node_status_of, run_status_of
 
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
@@ -28,12 +29,6 @@ ERROR_STATES = (
     (base.AuthFailed, Status.AUTH_FAILED),
     (base.Unreachable, Status.UNREACHABLE),
 )
-NODE_STATUS = {
-    Status.PASSED: Node.Status.PASSING, Status.WARNED: Node.Status.WARNING, Status.FAILED: Node.Status.FAILING,
-    Status.UNREACHABLE: Node.Status.UNREACHABLE, Status.AUTH_FAILED: Node.Status.UNREACHABLE,
-    Status.HOST_KEY_MISMATCH: Node.Status.UNREACHABLE, Status.TIMED_OUT: Node.Status.FAILING,
-    Status.AGENT_ERROR: Node.Status.FAILING,
-}
 
 
 def agent_budget_s(node, mode):
@@ -59,16 +54,18 @@ def run_claim(*, run_id):
 
 
 def run_finish(*, run, status, reason="", raw_output=""):
-    """Move a RUNNING run to a terminal state (only if it is still RUNNING) and update its node."""
+    """Move a RUNNING run to a terminal state (only if it is still RUNNING), update its node and tell the apps
+    above (signals.run_finished)."""
     now = timezone.now()
     updated = ValidationRun.objects.filter(id=run.id, status=Status.RUNNING).update(
         status=status, reason=reason[:10000], raw_output=raw_output[: settings.CUDAWEB_OUTPUT_CAP], finished=now)
-    if updated and status in NODE_STATUS:
-        Node.objects.filter(id=run.node_id).exclude(status=Node.Status.QUARANTINED).update(
-            status=NODE_STATUS[status])
-    if updated:
-        drift_services.run_summarize(run_id=run.id)
-    return updated == 1
+    if not updated:
+        return False
+    node_status = node_status_of(status)
+    if node_status:
+        Node.objects.filter(id=run.node_id).exclude(status=Node.Status.QUARANTINED).update(status=node_status)
+    run_finished.send(sender=ValidationRun, run_id=run.id, status=status)
+    return True
 
 
 def _progress_recorder(run):
@@ -88,22 +85,10 @@ def _progress_recorder(run):
     return record
 
 
-def _transport_for(node):
-    if node.is_local:
-        return LocalTransport(settings.CUDAWEB_AGENT_CACHE_DIR, settings.CUDAWEB_OUTPUT_CAP)
-    host_key = HostKey.objects.filter(node=node, accepted_at__isnull=False).first()
-    if node.credential is None:
-        raise base.AuthFailed("node %s has no SSH credential" % node.name)
-    return SSHTransport(
-        node.address, node.port, node.username, node.credential.private_key_text(),
-        (host_key.key_type, host_key.key_base64) if host_key else None,
-        settings.CUDAWEB_SSH_CONNECT_TIMEOUT, settings.CUDAWEB_OUTPUT_CAP)
-
-
 @transaction.atomic
 def run_store_report(*, run, report):
     """Keep the report and one CheckResult row per check; the verdict decides the terminal state."""
-    status = {"pass": Status.PASSED, "warn": Status.WARNED, "fail": Status.FAILED}[report["verdict"]]
+    status = run_status_of(report["verdict"])
     CheckResult.objects.bulk_create([
         CheckResult(run=run, position=i, check_id=c["id"], layer=c["layer"], title=c["title"], status=c["status"],
                     summary=c["summary"], duration_s=c["duration_s"], metrics=c["metrics"], evidence=c["evidence"],
@@ -123,9 +108,9 @@ def run_execute(*, run_id):
     run = ValidationRun.objects.select_related("node", "node__credential").get(id=run_id)
     node = run.node
     budget = agent_budget_s(node, run.mode)
-    payload, digest = agent_bundle.build()
+    payload, digest = bundle.build()
     try:
-        with Heartbeat(run.id), _transport_for(node) as transport:
+        with Heartbeat(run.id), transport_for(node) as transport:
             agent_path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, agent_path, ["--mode", run.mode, "--json"], budget,
                                          on_stderr_line=_progress_recorder(run))
@@ -172,16 +157,12 @@ class Heartbeat:
     """Touch the run's heartbeat while a worker holds it, so the reaper can tell a live run from a lost one."""
 
     def __init__(self, run_id, every_s=15):
-        import threading
-
         self.run_id = run_id
         self.every_s = every_s
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
     def _beat(self):
-        from django.db import connection
-
         try:
             while not self.stop.wait(self.every_s):
                 ValidationRun.objects.filter(id=self.run_id, status=Status.RUNNING).update(heartbeat=timezone.now())

@@ -4,7 +4,7 @@ import pytest
 
 from cudaweb.drift.models import DriftThreshold, PeerBand
 from cudaweb.drift.services import baseline_pin
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_finish
 from tests.drift.helpers import real_report, scaled, stored_run

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaweb.fleet.models import HostKey, Node, SSHCredential
+from cudaweb.nodes.models import HostKey, Node, SSHCredential
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_request
 from tests.conftest import wait_for_terminal

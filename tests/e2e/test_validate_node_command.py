@@ -8,8 +8,8 @@ import sys
 import pytest
 from django.db import connection
 
-from cudaweb.fleet.models import Node
-from cudaweb.fleet.services import node_register_local
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.services import node_register_local
 from tests.conftest import _database_url
 from tests.services import REPO
 

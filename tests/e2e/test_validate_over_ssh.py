@@ -5,7 +5,7 @@ import sys
 import pytest
 from django.urls import reverse
 
-from cudaweb.fleet.models import HostKey, Node
+from cudaweb.nodes.models import HostKey, Node
 from cudaweb.validation.models import ValidationRun
 from tests.conftest import wait_for_terminal
 
@@ -58,5 +58,5 @@ def test_add_accept_validate_shows_layered_failure_without_gpu(operator_client, 
 
     page = operator_client.get(run.get_absolute_url())
     assert b"torch_cpu_build" in page.content and b"data-poll-url" not in page.content
-    fragment = operator_client.get(reverse("validation:run_fragment", args=[run.id]))
+    fragment = operator_client.get(reverse("runs:run_fragment", args=[run.id]))
     assert b"driver.nvidia_smi" in fragment.content

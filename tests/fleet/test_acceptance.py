@@ -6,7 +6,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from cudaweb.fleet.models import AcceptanceRecord, Node
+from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.nodes.models import Node
 from cudaweb.fleet.services import acceptance_decide
 from tests.drift.helpers import real_report, stored_run
 

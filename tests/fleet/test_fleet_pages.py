@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cudaweb.drift.demo import seed
-from cudaweb.fleet.models import HostKey, Node
+from cudaweb.nodes.models import HostKey, Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 from tests.drift.helpers import real_report, scaled, stored_run
 
@@ -92,8 +92,8 @@ def test_node_page_timeline_chart_and_constant_queries(operator_client):
     assert len(charts["h2d_pinned_gbs"]["points"]) == 35 and charts["h2d_pinned_gbs"]["band"]["count"] == 1
     assert "nccl 2.28.9 → 2.29.1" in page and "page 1 of 2" in page
     assert "/static/vendor/chartjs/chart.umd.min.js" in page and "cdn" not in page.lower()
-    compare_url = reverse("validation:compare", args=[first.id, last.id])
-    assert operator_client.get(reverse("validation:compare_pick") + "?cmp=%s&cmp=%s" % (last.id, first.id)
+    compare_url = reverse("runs:compare", args=[first.id, last.id])
+    assert operator_client.get(reverse("runs:compare_pick") + "?cmp=%s&cmp=%s" % (last.id, first.id)
                                ).url == compare_url
 
 
@@ -102,7 +102,7 @@ def test_compare_page_shows_status_software_and_metric_changes(operator_client):
     a = stored_run(node, real_report())
     b = stored_run(node, scaled(real_report(), {"nccl_busbw_gbs": 0.5}, {"driver_version": "580.172.01"},
                                 {"comm.nccl": "warn"}))
-    count, page = _queries(operator_client, reverse("validation:compare", args=[a.id, b.id]))
+    count, page = _queries(operator_client, reverse("runs:compare", args=[a.id, b.id]))
     assert "<td>comm.nccl</td>" in page and "580.159.04" in page and "580.172.01" in page
     assert "-50.0 %" in page and 'class="drift-row"><td>NCCL busbw (largest)' in page
     assert count <= 6

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
-from cudaweb.fleet.models import HostKey, Node
+from cudaweb.nodes.models import HostKey, Node
 from cudaweb.validation import schedules
 from cudaweb.validation.models import ValidationRun
 
@@ -14,12 +14,12 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_label_schedule_is_a_beat_periodic_task(operator_client):
-    operator_client.post(reverse("validation:schedules"), {"label": "rack-1", "every_hours": 6, "mode": "standard"})
+    operator_client.post(reverse("runs:schedules"), {"label": "rack-1", "every_hours": 6, "mode": "standard"})
     task = PeriodicTask.objects.get()
     assert task.task == "cudaweb.validation.tasks.revalidate" and task.interval.every == 6
     assert json.loads(task.kwargs) == {"label": "rack-1", "mode": "standard"}
-    assert "label rack-1 every 6h" in operator_client.get(reverse("validation:schedules")).content.decode()
-    operator_client.post(reverse("validation:schedule_delete", args=[task.id]))
+    assert "label rack-1 every 6h" in operator_client.get(reverse("runs:schedules")).content.decode()
+    operator_client.post(reverse("runs:schedule_delete", args=[task.id]))
     assert not PeriodicTask.objects.exists()
 
 

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.playbooks.models import PlaybookVote
 from cudaweb.validation.models import CheckResult, ValidationRun
 
@@ -26,7 +26,7 @@ def failed_run(admin_user):
 
 
 def test_run_page_shows_the_playbook_inline_with_matched_lines_marked(operator_client, failed_run):
-    page = operator_client.get(reverse("validation:run_detail", args=[failed_run.id])).content.decode()
+    page = operator_client.get(reverse("runs:run_detail", args=[failed_run.id])).content.decode()
     assert 'id="playbook-cuda.context"' in page and "GPU busy or unavailable" in page
     assert "<mark>RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable</mark>" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -39,7 +39,7 @@ def test_votes_are_stored_and_shown(operator_client, failed_run, admin_user):
     operator_client.post(url, {"helped": "0"})  # a second vote by the same user replaces the first
     vote = PlaybookVote.objects.get()
     assert vote.user == admin_user and vote.helped is False
-    page = operator_client.get(reverse("validation:run_detail", args=[failed_run.id])).content.decode()
+    page = operator_client.get(reverse("runs:run_detail", args=[failed_run.id])).content.decode()
     assert "0 fixed it, 1 did not help; your vote: did not help" in page
     operator_client.post(url, {"helped": "1"})
     library = operator_client.get(reverse("playbooks:list")).content.decode()

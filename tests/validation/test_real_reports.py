@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation import services
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.reports import parse_report

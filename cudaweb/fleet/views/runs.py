@@ -1,14 +1,12 @@
+"""The run page (live while the run is), a batch of runs, and two runs compared."""
+
 import uuid
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
-from django.views.decorators.http import require_POST
-
 from cudaweb.drift.selectors import compare_runs
-from cudaweb.validation import schedules
-from cudaweb.validation.forms import ScheduleForm
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import ValidationRun
 
@@ -79,25 +77,4 @@ def compare_pick(request):
                   .values_list("id", flat=True))
     if len(chosen) != 2:
         return HttpResponseBadRequest("choose exactly two runs")
-    return redirect("validation:compare", run_a=chosen[0], run_b=chosen[1])
-
-
-@login_required
-def schedule_list(request):
-    form = ScheduleForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            schedules.schedule_create(every_hours=data["every_hours"], mode=data["mode"], node=data["node"],
-                                      label=data["label"])
-            return redirect("validation:schedules")
-        except ValueError as exc:
-            form.add_error(None, str(exc))
-    return render(request, "validation/schedules.html", {"form": form, "schedules": schedules.schedules()})
-
-
-@login_required
-@require_POST
-def schedule_delete(request, schedule_id):
-    schedules.schedule_delete(schedule_id=schedule_id)
-    return redirect("validation:schedules")
+    return redirect("runs:compare", run_a=chosen[0], run_b=chosen[1])

@@ -1,4 +1,6 @@
-"""What every transport returns or raises; plain Python, no Django."""
+"""What every transport returns or raises, and the one bounded read loop they share; plain Python, no Django."""
+
+import time
 
 
 class TransportError(Exception):
@@ -63,3 +65,28 @@ class LineSplitter:
 def agent_command(python, agent_path, agent_args, limit_s):
     """argv for the agent under coreutils timeout, so a hung agent dies on the host too."""
     return ["timeout", "-k", "10", str(int(limit_s)), python, agent_path] + list(agent_args)
+
+
+def read_bounded(streams, limit_s, deadline, output_cap, on_stderr_line=None):
+    """Read a running agent's stdout and stderr until both end; the one read loop of every transport.
+
+    `streams` gives `read(timeout)` -> [("out" | "err", bytes)] and `done()`. stdout is kept up to `output_cap`
+    bytes (more marks it truncated); stderr goes line by line to `on_stderr_line` and is kept capped. Past
+    `deadline` (time.monotonic()) the agent is declared hung: TimedOut carries what it printed so far.
+    Returns (stdout text, stderr text, truncated).
+    """
+    stdout = bytearray()
+    stderr = LineSplitter(on_stderr_line, output_cap)
+    truncated = False
+    while not streams.done():
+        if time.monotonic() > deadline:
+            raise TimedOut("the agent ran past %d s" % limit_s, stdout.decode("utf-8", "replace"), stderr.text())
+        for name, chunk in streams.read(1.0):
+            if name == "err":
+                stderr.feed(chunk)
+                continue
+            room = output_cap - len(stdout)
+            if room > 0:
+                stdout += chunk[:room]
+            truncated = truncated or len(chunk) > room
+    return stdout.decode("utf-8", "replace"), stderr.text(), truncated

@@ -1,11 +1,13 @@
+"""The playbook library, a playbook, log triage, and votes on a run's playbooks."""
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from cudaweb.fleet.forms import TriageForm, VoteForm
 from cudaweb.playbooks import library, selectors, services
-from cudaweb.playbooks.forms import TriageForm, VoteForm
 from cudaweb.playbooks.matcher import triage
 from cudaweb.validation.models import ValidationRun
 
@@ -49,4 +51,4 @@ def vote(request, run_id, playbook_id):
             messages.success(request, "vote recorded for %s" % playbook_id)
         except services.UnknownPlaybook:
             raise Http404("no such playbook")
-    return redirect("validation:run_detail", run_id=run.id)
+    return redirect("runs:run_detail", run_id=run.id)

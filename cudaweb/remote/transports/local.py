@@ -6,7 +6,36 @@ import signal
 import subprocess
 import time
 
-from cudaweb.validation.transports.base import ExecResult, LineSplitter, TimedOut, Unreachable, agent_command
+from cudaweb.remote.transports.base import ExecResult, Unreachable, agent_command, read_bounded
+
+BACKSTOP_S = 20  # coreutils timeout acts first; this is the backstop
+
+
+class _Pipes:
+    """The agent's stdout and stderr pipes, for read_bounded."""
+
+    def __init__(self, popen):
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(popen.stdout, selectors.EVENT_READ, "out")
+        self.selector.register(popen.stderr, selectors.EVENT_READ, "err")
+        self.open = 2
+
+    def read(self, timeout):
+        chunks = []
+        for key, _ in self.selector.select(timeout=timeout):
+            chunk = os.read(key.fileobj.fileno(), 65536)
+            if chunk:
+                chunks.append((key.data, chunk))
+            else:
+                self.selector.unregister(key.fileobj)
+                self.open -= 1
+        return chunks
+
+    def done(self):
+        return self.open == 0
+
+    def close(self):
+        self.selector.close()
 
 
 class LocalTransport:
@@ -37,37 +66,16 @@ class LocalTransport:
                                      start_new_session=True)
         except OSError as exc:
             raise Unreachable("cannot start %s: %s" % (python, exc))
-        stdout = bytearray()
-        stderr = LineSplitter(on_stderr_line, self.output_cap)
-        truncated = False
-        deadline = time.monotonic() + limit_s + 20
-        selector = selectors.DefaultSelector()
-        selector.register(popen.stdout, selectors.EVENT_READ, "out")
-        selector.register(popen.stderr, selectors.EVENT_READ, "err")
+        deadline = time.monotonic() + limit_s + BACKSTOP_S
+        pipes = _Pipes(popen)
         try:
-            open_streams = 2
-            while open_streams:
-                if time.monotonic() > deadline:
-                    raise TimedOut("the agent ran past %d s" % limit_s, stdout.decode("utf-8", "replace"),
-                                   stderr.text())
-                for key, _ in selector.select(timeout=1.0):
-                    chunk = os.read(key.fileobj.fileno(), 65536)
-                    if not chunk:
-                        selector.unregister(key.fileobj)
-                        open_streams -= 1
-                    elif key.data == "out":
-                        if len(stdout) < self.output_cap:
-                            stdout += chunk[: self.output_cap - len(stdout)]
-                        else:
-                            truncated = True
-                    else:
-                        stderr.feed(chunk)
+            stdout, stderr, truncated = read_bounded(pipes, limit_s, deadline, self.output_cap, on_stderr_line)
             status = popen.wait(timeout=max(1, deadline - time.monotonic()))
         finally:
-            selector.close()
+            pipes.close()
             try:
                 os.killpg(popen.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             popen.wait()
-        return ExecResult(status, stdout.decode("utf-8", "replace"), stderr.text(), truncated)
+        return ExecResult(status, stdout, stderr, truncated)

@@ -10,11 +10,12 @@ import time
 
 import paramiko
 
-from cudaweb.validation.transports.base import (
-    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, LineSplitter, TimedOut, Unreachable, agent_command,
+from cudaweb.remote.transports.base import (
+    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, Unreachable, agent_command, read_bounded,
 )
 
 CACHE_DIR = ".cache/cudaweb"  # relative to the login's home directory
+BACKSTOP_S = 20  # coreutils timeout acts first; this is the backstop
 
 
 def fingerprint(key):
@@ -140,28 +141,31 @@ class SSHTransport:
         command = shlex.join(agent_command(python, agent_path, agent_args, limit_s))
         channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
         channel.exec_command(command)
-        deadline = time.monotonic() + limit_s + 20  # coreutils timeout acts first; this is the backstop
-        stdout = bytearray()
-        stderr = LineSplitter(on_stderr_line, self.output_cap)
-        truncated = False
+        deadline = time.monotonic() + limit_s + BACKSTOP_S
         try:
-            while True:
-                if time.monotonic() > deadline:
-                    raise TimedOut("the agent ran past %d s" % limit_s, stdout.decode("utf-8", "replace"),
-                                   stderr.text())
-                readable, _, _ = select.select([channel], [], [], 1.0)
-                if readable or channel.recv_ready() or channel.recv_stderr_ready():
-                    while channel.recv_ready():
-                        chunk = channel.recv(65536)
-                        if len(stdout) < self.output_cap:
-                            stdout += chunk[: self.output_cap - len(stdout)]
-                        else:
-                            truncated = True
-                    while channel.recv_stderr_ready():
-                        stderr.feed(channel.recv_stderr(65536))
-                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
-                    break
+            stdout, stderr, truncated = read_bounded(_Channel(channel), limit_s, deadline, self.output_cap,
+                                                     on_stderr_line)
             status = channel.recv_exit_status()
         finally:
             channel.close()
-        return ExecResult(status, stdout.decode("utf-8", "replace"), stderr.text(), truncated)
+        return ExecResult(status, stdout, stderr, truncated)
+
+
+class _Channel:
+    """An SSH session channel's stdout and stderr, for read_bounded."""
+
+    def __init__(self, channel):
+        self.channel = channel
+
+    def read(self, timeout):
+        select.select([self.channel], [], [], timeout)
+        chunks = []
+        while self.channel.recv_ready():
+            chunks.append(("out", self.channel.recv(65536)))
+        while self.channel.recv_stderr_ready():
+            chunks.append(("err", self.channel.recv_stderr(65536)))
+        return chunks
+
+    def done(self):
+        channel = self.channel
+        return channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready()

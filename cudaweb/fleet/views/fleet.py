@@ -1,0 +1,47 @@
+"""The fleet page and bulk validation."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from cudaweb.fleet import selectors
+from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
+from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_request
+
+
+@login_required
+def node_list(request):
+    form = FleetFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    context = selectors.fleet_page(**{k: v for k, v in filters.items() if v}, page=request.GET.get("page", 1))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode())
+    return render(request, "fleet/node_list.html", context)
+
+
+@login_required
+@require_POST
+def nodes_validate(request):
+    """Validate the selected nodes (or every node with a label) together; show each one's progress."""
+    form = BulkValidateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose nodes or a label, and a mode.")
+        return redirect("fleet:node_list")
+    nodes = list(form.cleaned_data["nodes"]) or list(nodes_with_label(form.cleaned_data["label"]))
+    runs, skipped = [], []
+    for node in nodes:
+        if not node.can_validate:
+            skipped.append(node.name)
+            continue
+        runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
+                                trigger=ValidationRun.Trigger.BULK))
+    if skipped:
+        messages.warning(request, "Not validated (host key not accepted): %s" % ", ".join(skipped))
+    if not runs:
+        return redirect("fleet:node_list")
+    return redirect("%s?ids=%s" % (reverse("runs:batch"), ",".join(str(r.id) for r in runs)))

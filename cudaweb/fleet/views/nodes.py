@@ -1,0 +1,109 @@
+"""A node's page and its actions: add, host key, validate, pin a baseline."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from cudaweb.drift import selectors as drift_selectors
+from cudaweb.drift.services import baseline_pin
+from cudaweb.fleet.forms import NodeForm, ValidateForm
+from cudaweb.nodes import services as node_services
+from cudaweb.nodes.models import HostKey, Node
+from cudaweb.remote import connect
+from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_request
+
+RUNS_PER_PAGE = 25
+
+
+def _back(request, node):
+    """Where a host-key step returns: the onboarding page when it came from there, else the node page."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect(node)
+
+
+@login_required
+def node_add(request):
+    """Step 1 of onboarding: address, user, key (or an existing credential)."""
+    form = NodeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        node = connect.ssh_node_create(
+            name=data["name"], address=data["address"], port=data["port"], username=data["username"],
+            python_path=data["python_path"], labels=data["labels"], private_key=data["private_key"] or None,
+            key_path=data["key_path"], credential=data.get("credential"), created_by=request.user)
+        messages.info(request, "Node %s added. Check its host key fingerprint." % node.name)
+        return redirect("fleet:node_onboard", node_id=node.id)
+    return render(request, "fleet/node_add.html", {"form": form})
+
+
+@login_required
+def node_detail(request, node_id):
+    node = get_object_or_404(Node.objects.select_related("baseline", "last_run"), id=node_id)
+    host_key = HostKey.objects.filter(node=node).select_related("accepted_by").first()
+    runs = Paginator(node.runs.select_related("requested_by").defer("report", "raw_output", "progress"),
+                     RUNS_PER_PAGE).get_page(request.GET.get("page", 1))
+    return render(request, "fleet/node_detail.html", {
+        "node": node, "host_key": host_key, "runs": runs, "validate_form": ValidateForm(),
+        "charts": drift_selectors.node_charts(node),
+        "records": node.acceptance_records.select_related("decided_by")[:10],
+    })
+
+
+@login_required
+@require_POST
+def host_key_fetch(request, node_id):
+    node = get_object_or_404(Node, id=node_id, transport=Node.Transport.SSH)
+    try:
+        connect.host_key_fetch(node=node)
+    except TransportError as exc:
+        messages.error(request, "Could not read the host key: %s" % exc)
+    return _back(request, node)
+
+
+@login_required
+@require_POST
+def host_key_accept(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    host_key = get_object_or_404(HostKey, node=node)
+    # Accept exactly the key the operator was shown, not whatever is stored by now.
+    if request.POST.get("fingerprint") != host_key.fingerprint_sha256:
+        messages.error(request, "The host key changed since the page was shown; review it again.")
+        return _back(request, node)
+    node_services.host_key_accept(node=node, user=request.user)
+    messages.info(request, "Host key %s accepted." % host_key.fingerprint_sha256)
+    return _back(request, node)
+
+
+@login_required
+@require_POST
+def node_validate(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    form = ValidateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Unknown mode.")
+        return redirect(node)
+    if not node.can_validate:
+        messages.error(request, "Accept the node's host key before validating it.")
+        return redirect(node)
+    run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user)
+    return redirect(run)
+
+
+@login_required
+@require_POST
+def node_baseline(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    run = get_object_or_404(ValidationRun, id=request.POST.get("run"), node=node)
+    try:
+        baseline_pin(node=node, run=run)
+        messages.info(request, "Run of %s pinned as the baseline." % run.created.strftime("%Y-%m-%d %H:%M"))
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    return redirect(node)

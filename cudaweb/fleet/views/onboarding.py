@@ -1,0 +1,82 @@
+"""Onboarding a new node: host key, a full validation with live progress, then accept or quarantine."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from cudaweb.fleet import services
+from cudaweb.fleet.forms import DecisionForm
+from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.nodes.models import HostKey, Node
+from cudaweb.playbooks.selectors import run_playbooks
+from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_request
+
+
+@login_required
+def node_onboard(request, node_id):
+    """Steps 2-4 of onboarding: the host key, a full validation with live progress, the decision."""
+    node = get_object_or_404(Node, id=node_id)
+    host_key = HostKey.objects.filter(node=node).first()
+    run = node.runs.filter(trigger=ValidationRun.Trigger.WIZARD).first()
+    record = node.acceptance_records.select_related("decided_by").first()
+    if node.is_local or (host_key and host_key.accepted):
+        step = "validate" if run is None else ("running" if run.is_live else "decide")
+    else:
+        step = "host_key"
+    if record is not None and run is not None and record.run_id == run.id:
+        step = "done"
+    checks = list(run.checks.all()) if run else []
+    template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
+    return render(request, template, {
+        "node": node, "host_key": host_key, "run": run, "record": record, "step": step,
+        "decision_form": DecisionForm(), "checks": checks,
+        "playbooks": run_playbooks(run=run, checks=checks, user=request.user) if run else {}})
+
+
+@login_required
+@require_POST
+def onboard_validate(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    if not node.can_validate:
+        messages.error(request, "Accept the node's host key first.")
+    else:
+        run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
+                    trigger=ValidationRun.Trigger.WIZARD)
+    return redirect("fleet:node_onboard", node_id=node.id)
+
+
+@login_required
+@require_POST
+def onboard_decide(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    run = get_object_or_404(ValidationRun, id=request.POST.get("run"), node=node)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose accept or quarantine.")
+        return redirect("fleet:node_onboard", node_id=node.id)
+    try:
+        record = services.acceptance_decide(node=node, run=run, decision=form.cleaned_data["decision"],
+                                            user=request.user, note=form.cleaned_data["note"])
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("fleet:node_onboard", node_id=node.id)
+    return redirect(record)
+
+
+@login_required
+def acceptance_detail(request, record_id):
+    record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "run", "decided_by"), id=record_id)
+    checks = (record.evidence.get("report") or {}).get("checks", [])
+    return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks})
+
+
+@login_required
+def acceptance_json(request, record_id):
+    record = get_object_or_404(AcceptanceRecord.objects.select_related("decided_by"), id=record_id)
+    response = JsonResponse(services.acceptance_export(record), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = 'attachment; filename="acceptance-%s-%s.json"' % (
+        record.evidence["node"]["name"], record.id)
+    return response

@@ -1,0 +1,118 @@
+"""The floor of the dashboard: the nodes, the keys the worker logs in with, and their pinned host keys."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from cudaweb.nodes import crypto
+
+
+class SSHCredential(models.Model):
+    """A private key the worker uses to log in: stored encrypted, or a path on the worker host."""
+
+    name = models.CharField(max_length=100, unique=True)
+    private_key_encrypted = models.TextField(blank=True)
+    key_path = models.CharField(max_length=500, blank=True, help_text="path to a key file on the worker host")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    def __str__(self):
+        return self.name
+
+    def set_private_key(self, text):
+        self.private_key_encrypted = crypto.encrypt(text)
+
+    def private_key_text(self):
+        if self.private_key_encrypted:
+            return crypto.decrypt(self.private_key_encrypted)
+        with open(self.key_path) as fh:
+            return fh.read()
+
+
+class Node(models.Model):
+    class Transport(models.TextChoices):
+        SSH = "ssh", "SSH"
+        LOCAL = "local", "Local (this host)"
+
+    class Status(models.TextChoices):
+        NEW = "new", "New"
+        READY = "ready", "Ready"
+        PASSING = "passing", "Passing"
+        WARNING = "warning", "Warning"
+        FAILING = "failing", "Failing"
+        UNREACHABLE = "unreachable", "Unreachable"
+        QUARANTINED = "quarantined", "Quarantined"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=100, unique=True)
+    address = models.CharField(max_length=255, blank=True)
+    port = models.PositiveIntegerField(default=22)
+    username = models.CharField(max_length=64, blank=True)
+    transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.SSH)
+    python_path = models.CharField(max_length=500, default="python3",
+                                   help_text="interpreter on the node that runs the agent (the one with torch)")
+    labels = models.JSONField(default=list, blank=True)
+    credential = models.ForeignKey(SSHCredential, null=True, blank=True, on_delete=models.PROTECT)
+    agent_timeout_s = models.PositiveIntegerField(null=True, blank=True,
+                                                  help_text="overrides the mode's time budget for this node")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
+    created = models.DateTimeField(auto_now_add=True)
+    # Denormalised from the latest runs (cudaweb.drift.services.run_summarize, on validation's run_finished
+    # signal) so the fleet page reads one row per node, whatever the number of runs. The floor names the run
+    # table by string only: no import goes up.
+    last_run = models.ForeignKey("validation.ValidationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+    layer_status = models.JSONField(default=dict, blank=True, help_text="worst status per layer of the last report")
+    gpu_model = models.CharField(max_length=200, blank=True)
+    gpu_count = models.PositiveIntegerField(null=True, blank=True)
+    metrics = models.JSONField(default=dict, blank=True, help_text="latest value of each headline metric")
+    baseline = models.ForeignKey("validation.ValidationRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+", help_text="the run new runs are compared with")
+    drifted = models.BooleanField(default=False)
+    attention = models.CharField(max_length=300, blank=True, help_text="why the node needs a look (e.g. a failed "
+                                 "scheduled run)")
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [
+            # fleet page filters and counts
+            models.Index(fields=["status"], name="node_status_idx"),
+            models.Index(fields=["gpu_model"], name="node_gpu_model_idx"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("fleet:node_detail", args=[self.id])
+
+    @property
+    def is_local(self):
+        return self.transport == self.Transport.LOCAL
+
+    @property
+    def host_key_accepted(self):
+        return HostKey.objects.filter(node=self, accepted_at__isnull=False).exists()
+
+    @property
+    def can_validate(self):
+        """A run may reach this node: it is the dashboard's own host, or its SSH host key was accepted."""
+        return self.is_local or self.host_key_accepted
+
+
+class HostKey(models.Model):
+    """The SSH host key pinned for a node: seen on first contact, trusted once an operator accepts it."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="host_key")
+    key_type = models.CharField(max_length=64)
+    key_base64 = models.TextField()
+    fingerprint_sha256 = models.CharField(max_length=100)
+    first_seen = models.DateTimeField(auto_now_add=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def accepted(self):
+        return self.accepted_at is not None

@@ -1,0 +1,58 @@
+"""Writes for nodes, credentials and host keys."""
+
+import sys
+
+from django.db import transaction
+from django.utils import timezone
+
+from cudaweb.nodes.models import HostKey, Node, SSHCredential
+
+
+@transaction.atomic
+def node_create(*, name, address, port, username, python_path="python3", labels=(), private_key=None, key_path="",
+                credential=None, created_by=None):
+    """Register an SSH node, storing its private key encrypted (or a key path on the worker).
+
+    The key's format is checked by the caller (cudaweb.remote.connect.ssh_node_create): parsing keys is SSH's
+    business, one layer up."""
+    if credential is None and (private_key or key_path):
+        credential = SSHCredential(name="key for %s" % name, key_path=key_path, created_by=created_by)
+        if private_key:
+            credential.set_private_key(private_key)
+        credential.save()
+    return Node.objects.create(name=name, address=address, port=port, username=username, python_path=python_path,
+                               labels=list(labels), credential=credential, transport=Node.Transport.SSH)
+
+
+def node_register_local(*, name="localhost", python_path=None):
+    """The dashboard's own host as a node (transport local), ready to validate with one click."""
+    node, _ = Node.objects.get_or_create(
+        name=name,
+        defaults={"transport": Node.Transport.LOCAL, "address": "127.0.0.1", "python_path": python_path or sys.executable,
+                  "status": Node.Status.READY, "labels": ["local"]},
+    )
+    return node
+
+
+def host_key_record(*, node, key_type, key_base64, fingerprint):
+    """First contact: keep the host key the node presented, unaccepted, for an operator to review.
+
+    An accepted key is never replaced here; a different key shows up as a mismatch when a run connects.
+    """
+    existing = HostKey.objects.filter(node=node).first()
+    if existing and existing.accepted:
+        return existing
+    host_key, _ = HostKey.objects.update_or_create(
+        node=node, defaults={"key_type": key_type, "key_base64": key_base64, "fingerprint_sha256": fingerprint})
+    return host_key
+
+
+def host_key_accept(*, node, user):
+    host_key = node.host_key
+    host_key.accepted_by = user
+    host_key.accepted_at = timezone.now()
+    host_key.save(update_fields=["accepted_by", "accepted_at"])
+    if node.status == Node.Status.NEW:
+        node.status = Node.Status.READY
+        node.save(update_fields=["status"])
+    return host_key
