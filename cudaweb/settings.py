@@ -48,7 +48,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
-    # Lowest first; each app imports only those above it in this list (docs/adr/0006-one-way-layers.md).
+    # Lowest first: an app imports only the apps before it (docs/adr/0004-one-way-layers.md; tests/test_layers.py).
     "cudaweb.nodes",
     "cudaweb.validation",
     "cudaweb.drift",

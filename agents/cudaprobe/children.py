@@ -19,8 +19,9 @@ import tempfile
 import time
 
 from agents.cudaprobe import proc
+from agents.cudaprobe.registry import task_name
+from agents.cudaprobe.worker import RESULT_MARKER
 
-RESULT_MARKER = "CUDAPROBE_RESULT "
 FAIL_FAST_GRACE_S = 5.0
 # NCCL names its transports only at INFO; the workers are ours, so this changes nothing on the host.
 POOL_ENV = {"NCCL_DEBUG": "INFO"}
@@ -93,7 +94,7 @@ class Worker:
             fd, self.logs[name] = tempfile.mkstemp(prefix="cudaprobe-rank%d-" % rank, suffix="." + name)
             os.close(fd)
         env = dict(env, NCCL_DEBUG_FILE=self.logs["nccl"])
-        argv = [sys.executable, "-m", "agents.cudaprobe.gpu.worker", "--serve"]
+        argv = [sys.executable, "-m", "agents.cudaprobe.worker", "--serve"]
         self.popen = proc.start(argv, env=env, log_path=self.logs["err"])
         os.set_blocking(self.popen.stdout.fileno(), False)
         self.buffer = b""
@@ -178,7 +179,7 @@ class Pool:
                 self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
 
     def call(self, task, args, ranks, timeout):
-        """Run `task` on each rank at once under one deadline; a list of TaskOutcome in rank order.
+        """Run the @gpu_task `task` on each rank at once under one deadline; a list of TaskOutcome in rank order.
 
         When one rank fails, the others get a short grace period and are then killed: a rank waiting for a
         dead peer would otherwise hang until the deadline. Any failure ends the pool (a CUDA error can
@@ -187,7 +188,7 @@ class Pool:
         self.start(ranks)
         workers = [self.workers[r] for r in ranks]
         for worker in workers:
-            worker.send(task, args)
+            worker.send(task_name(task), args)
         deadline = time.monotonic() + timeout
         selector = selectors.DefaultSelector()
         for worker in workers:
@@ -210,7 +211,7 @@ class Pool:
                         selector.unregister(worker.popen.stdout)
         finally:
             selector.close()
-        outcomes = [w.outcome(w.rank in timed_out, task) for w in workers]
+        outcomes = [w.outcome(w.rank in timed_out, task.__name__) for w in workers]
         if not all(o.ok for o in outcomes):
             self.close()
         return outcomes
@@ -235,7 +236,7 @@ def local_pool(ctx):
 
 
 def run_task(ctx, task, args=None, timeout=None):
-    """Run one single-process task on the local rank-0 worker; returns a TaskOutcome."""
+    """Run one single-process @gpu_task on the local rank-0 worker; returns a TaskOutcome."""
     return local_pool(ctx).call(task, dict(args or {}), [0], timeout or ctx.budget_s)[0]
 
 

@@ -6,6 +6,7 @@ import sys
 
 from agents.cudaprobe import AGENT_VERSION
 from agents.cudaprobe.engine import Context, run_checks, select
+from agents.cudaprobe.model import LAYERS
 from agents.cudaprobe.registry import MODES, load_all
 from agents.cudaprobe.render import render_table
 
@@ -36,7 +37,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     specs = load_all()
     if args.list:
-        for spec in specs:
+        for spec in sorted(specs, key=lambda s: (LAYERS.index(s.layer), s.order)):
             print("%-9s %-26s %-22s %s" % (spec.layer, spec.id, ",".join(spec.modes), spec.title))
         return 0
     options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout}

@@ -27,6 +27,10 @@ class Context:
         self.budget_s = 30
         self.pool = None  # the run's GPU workers (children.local_pool)
 
+    def inventory(self):
+        """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
+        return self.facts.setdefault("inventory", {})
+
     def close(self):
         if self.pool is not None:
             self.pool.remove()
@@ -147,7 +151,8 @@ def run_checks(specs, ctx, events=None):
     finally:
         ctx.close()  # no worker outlives the run
     enforce_layer_order(checks)
-    checks.sort(key=lambda c: LAYERS.index(c["layer"]))  # stable: run order within a layer
+    declared = {spec.id: spec.order for spec in specs}
+    checks.sort(key=lambda c: (LAYERS.index(c["layer"]), declared[c["id"]]))  # declaration order within a layer
     report = {
         "schema": REPORT_SCHEMA,
         "agent_version": AGENT_VERSION,

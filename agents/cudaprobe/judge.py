@@ -1,8 +1,9 @@
-"""Helpers shared by the layers that run torch in child processes."""
+"""How the checks judge what GPU tasks return: error texts to signatures, the one failure helper for a task that
+did not succeed, and the per-GPU figures (worst GPU, slow siblings)."""
 
 import statistics
 
-from agents.cudaprobe import children
+from agents.cudaprobe.model import failed
 
 CUDA_ERROR_SIGNATURES = (
     ("out of memory", "oom"),
@@ -30,22 +31,22 @@ def signature_for_error(text, default):
     return default
 
 
-def torch_info(ctx):
-    """The torch facts of this interpreter, found once per run in a child process."""
-    if "torch_info" not in ctx.facts:
-        outcome = ctx.facts["torch_info"] = children.run_task(ctx, "torch_info", timeout=90)
-        if outcome.ok and ctx.mode != "quick":
-            # The other ranks' workers import torch now, while rank 0 runs L4; gloo wants two ranks even
-            # on a one-GPU host.
-            children.local_pool(ctx).start(range(max(2, outcome.result.get("device_count", 0))))
-    return ctx.facts["torch_info"]
+def task_failure(outcomes, what, default_signature, hang_signature=None):
+    """The failed Outcome of a GPU task that did not succeed on one rank or several.
 
-
-def cuda_device_count(ctx):
-    outcome = ctx.facts.get("torch_info")
-    if outcome is None or not outcome.result or outcome.error:
-        return 0
-    return outcome.result.get("device_count", 0)
+    A rank's own error names the cause (its message leads, its text picks the signature); a hang is reported
+    only when no rank said why, since a rank waiting for a dead peer hangs too.
+    """
+    outcomes = list(outcomes) if isinstance(outcomes, (list, tuple)) else [outcomes]
+    text = "\n".join(o.evidence() for o in outcomes)
+    if any(o.timed_out for o in outcomes) and not any(o.error for o in outcomes):
+        killed = "the child was killed" if len(outcomes) == 1 else "every rank was killed"
+        return failed("%s did not finish within its budget; %s" % (what, killed), evidence=text,
+                      signatures=[hang_signature or default_signature + "_hang"])
+    messages = [o.result.get("message", "") for o in outcomes if o.result and o.error]
+    detail = messages[0] if messages else (text[-300:] or "exit %s" % outcomes[0].command.returncode)
+    return failed("%s failed: %s" % (what, detail[:300]), evidence=text,
+                  signatures=[signature_for_error(text, default_signature)])
 
 
 def slow_siblings(values, ratio=0.85):

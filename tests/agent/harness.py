@@ -83,6 +83,23 @@ def run_agent(scenario=None, args=(), env=None, python=sys.executable, fake_nvid
     return report, done
 
 
+def processes_with_env(name, value):
+    """Pids of the live processes whose environment holds name=value: the ones a test tagged itself, never a
+    search by command name across the machine."""
+    wanted = ("%s=%s" % (name, value)).encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        if wanted in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
 def check(report, check_id):
     matches = [c for c in report["checks"] if c["id"] == check_id]
     assert matches, "no check %s in %s" % (check_id, [c["id"] for c in report["checks"]])

@@ -2,13 +2,13 @@
 
 import os
 import socket
-import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
-from tests.agent.harness import FAKE_TORCH, Scenario, check, run_agent
+from tests.agent.harness import FAKE_TORCH, Scenario, check, processes_with_env, run_agent
 
 L1 = ("--mode", "quick", "--only", "L1")
 
@@ -50,8 +50,7 @@ def test_nvidia_smi_that_hangs_is_killed_and_reported(scenario):
     assert time.monotonic() - started < 30
     result = check(report, "driver.nvidia_smi")
     assert result["status"] == "fail" and result["signatures"] == ["nvidia_smi_hang"]
-    left = subprocess.run(["pgrep", "-f", str(scenario.root)], capture_output=True, text=True).stdout
-    assert left == "", "the hung nvidia-smi was left running"
+    assert processes_with_env("FAKE_NVSMI_DIR", str(scenario.root)) == [], "the hung nvidia-smi was left running"
 
 
 def test_nvidia_uvm_not_loaded(scenario):
@@ -204,8 +203,9 @@ def test_cross_node_peer_that_never_answers(scenario):
 def test_the_agent_leaves_no_file_and_no_process_behind(scenario, tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    report, _ = run_agent(scenario, ("--mode", "standard", "--only", "comm.gloo"), env={"TMPDIR": str(scratch)})
+    tag = uuid.uuid4().hex  # inherited by the agent's workers: finds ours and nobody else's
+    report, _ = run_agent(scenario, ("--mode", "standard", "--only", "comm.gloo"),
+                          env={"TMPDIR": str(scratch), "CUDAWEB_TEST_TAG": tag})
     assert check(report, "comm.gloo")["status"] == "pass"  # two rank workers ran, with their log files
     assert list(scratch.iterdir()) == []
-    left = subprocess.run(["pgrep", "-f", "agents.cudaprobe.gpu.worker"], capture_output=True, text=True).stdout
-    assert left == ""
+    assert processes_with_env("CUDAWEB_TEST_TAG", tag) == []

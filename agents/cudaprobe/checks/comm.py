@@ -1,34 +1,95 @@
-"""L5: communication: gloo and NCCL all-reduce across local processes, and a cross-node pair."""
+"""L5: communication: gloo and NCCL all-reduce across local processes, and a cross-node pair.
 
+gpu_allreduce runs in one worker per rank (worker.py); the checks judge what the ranks return.
+"""
+
+import os
 import re
+import time
 
 from agents.cudaprobe import children
-from agents.cudaprobe.layers.common import cuda_device_count, signature_for_error, torch_info
+from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
+from agents.cudaprobe.judge import task_failure
 from agents.cudaprobe.model import failed, passed, skipped, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import check, gpu_task
 
 TRANSPORT = re.compile(r"via (P2P/[A-Za-z/]+|SHM(?:/[A-Za-z]+)?|NET/[A-Za-z]+(?:/\d+)?|COLLNET\S*)")
 NCCL_SIZES = {"standard": [1, 64, 1024], "full": [1, 8, 64, 256, 1024, 4096]}
 
 
+
+# ---- on the GPU workers, one per rank
+
+def init_group(torch, backend, args):
+    """Join the process group of this rank (RANK, LOCAL_RANK from the pool) at args["master"]."""
+    import datetime
+
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    world = int(args["world"])
+    addr, port = args["master"]
+    kwargs = {"backend": backend, "rank": rank, "world_size": world, "init_method": "tcp://%s:%s" % (addr, port),
+              "timeout": datetime.timedelta(seconds=args.get("timeout_s", 60))}
+    if backend == "nccl":
+        # The device is chosen before the group exists, so NCCL binds each rank to its own GPU.
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local)
+        kwargs["device_id"] = torch.device("cuda", local)
+    started = time.perf_counter()
+    dist.init_process_group(**kwargs)
+    return dist, rank, world, time.perf_counter() - started
+
+
+@gpu_task
+def gpu_allreduce(args):
+    """All-reduce correctness and bandwidth; busbw = algbw * 2(n-1)/n as nccl-tests defines it."""
+    import torch
+
+    backend = args.get("backend", "nccl")
+    dist, rank, world, init_s = init_group(torch, backend, args)
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    expected = world * (world + 1) / 2
+    results = []
+    correct = True
+    try:
+        for mib in args.get("sizes_mib", [4]):
+            count = int(mib * 2**20 // 4)
+            tensor = torch.full((count,), float(rank + 1), device=device)
+            dist.all_reduce(tensor)
+            correct = correct and bool((tensor[:1024] == expected).all()) and bool((tensor[-1024:] == expected).all())
+            iters = max(3, min(40, int(2 * 2**30 / (mib * 2**20))))
+            if backend != "nccl":
+                iters = min(iters, 10)
+            for _ in range(2):
+                dist.all_reduce(tensor)
+            dist.barrier()
+            if backend == "nccl":
+                torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(tensor)
+            if backend == "nccl":
+                torch.cuda.synchronize()
+            seconds = (time.perf_counter() - started) / iters
+            algbw = mib * 2**20 / seconds / 1e9
+            results.append({"MiB": mib, "time_us": seconds * 1e6, "algbw_gbs": algbw,
+                            "busbw_gbs": algbw * 2 * (world - 1) / world})
+            del tensor
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return {"rank": rank, "world": world, "backend": backend, "init_s": init_s, "correct": correct,
+            "sizes": results}
+
+
+# ---- in the agent
 def transports_in(log):
     """Transports NCCL chose, from its NCCL_DEBUG=INFO channel lines (P2P/CUMEM, SHM, NET/Socket, NET/IB...)."""
     return sorted({"/".join(match.group(1).split("/")[:2]) for match in TRANSPORT.finditer(log or "")})
 
 
-def _ranks_failure(outcomes, what, hang_signature, default_signature):
-    """Name the root cause: a rank's own error first; a hang only when no rank said why."""
-    text = "\n".join(o.evidence() for o in outcomes)
-    if any(o.timed_out for o in outcomes) and not any(o.error for o in outcomes):
-        return failed("%s did not complete within its budget; every rank was killed" % what, evidence=text,
-                      signatures=[hang_signature])
-    messages = [o.result.get("message", "") for o in outcomes if o.result and o.error]
-    signature = signature_for_error(text, default_signature)
-    return failed("%s failed: %s" % (what, (messages[0] if messages else text[-300:])[:300]), evidence=text,
-                  signatures=[signature])
-
-
-def _ok(outcomes):
+def all_ok(outcomes):
     return all(o.ok for o in outcomes)
 
 
@@ -40,10 +101,10 @@ def _master(ctx):
 @check("comm.gloo", "L5", "gloo all-reduce between two local processes", requires=["torch.import"],
        modes=("standard", "full"), budget_s=60)
 def comm_gloo(ctx):
-    outcomes = children.run_ranks(ctx, "allreduce", 2, {"backend": "gloo", "sizes_mib": [4], "timeout_s": 30},
+    outcomes = children.run_ranks(ctx, gpu_allreduce, 2, {"backend": "gloo", "sizes_mib": [4], "timeout_s": 30},
                                   master=_master(ctx))
-    if not _ok(outcomes):
-        return _ranks_failure(outcomes, "gloo all-reduce", "gloo_hang", "gloo_failed")
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "gloo all-reduce", "gloo_failed", "gloo_hang")
     result = outcomes[0].result
     size = result["sizes"][0]
     metrics = {"gloo_4mib_ms": round(size["time_us"] / 1000, 3), "gloo_init_s": round(result["init_s"], 3)}
@@ -59,12 +120,12 @@ def comm_nccl(ctx):
     if world < 2:
         return skipped("one GPU: NCCL all-reduce needs two local ranks (use a cross-node pair)")
     sizes = NCCL_SIZES[ctx.mode]
-    outcomes = children.run_ranks(ctx, "allreduce", world, {"backend": "nccl", "sizes_mib": sizes, "timeout_s": 60},
+    outcomes = children.run_ranks(ctx, gpu_allreduce, world, {"backend": "nccl", "sizes_mib": sizes, "timeout_s": 60},
                                   master=_master(ctx))
     log = "\n".join(o.log for o in outcomes)
     transports = transports_in(log)
-    if not _ok(outcomes):
-        return _ranks_failure(outcomes, "NCCL all-reduce over %d GPUs" % world, "nccl_hang", "nccl_failed")
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "NCCL all-reduce over %d GPUs" % world, "nccl_failed", "nccl_hang")
     result = outcomes[0].result
     metrics = {"nccl_init_s": round(result["init_s"], 3), "nccl_world": world}
     lines = []
@@ -98,7 +159,7 @@ def comm_peer(ctx):
     metrics, lines = {}, []
     for offset, backend in enumerate(backends):
         outcomes = children.run_ranks(
-            ctx, "allreduce", 2, {"backend": backend, "sizes_mib": [4, 256] if backend == "nccl" else [4],
+            ctx, gpu_allreduce, 2, {"backend": backend, "sizes_mib": [4, 256] if backend == "nccl" else [4],
                                   "timeout_s": timeout},
             timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank])
         if any(o.timed_out for o in outcomes) or any(
@@ -107,9 +168,9 @@ def comm_peer(ctx):
             return failed("no answer from the peer at %s:%s within %.0f s (%s)" % (addr, int(port) + offset,
                           timeout, backend), evidence="\n".join(o.evidence() for o in outcomes),
                           signatures=["peer_timeout", "rendezvous_timeout"])
-        if not _ok(outcomes):
-            return _ranks_failure(outcomes, "%s all-reduce with the peer" % backend, "peer_timeout",
-                                  "nccl_network" if backend == "nccl" else "gloo_failed")
+        if not all_ok(outcomes):
+            return task_failure(outcomes, "%s all-reduce with the peer" % backend,
+                                "nccl_network" if backend == "nccl" else "gloo_failed", "peer_timeout")
         for size in outcomes[0].result["sizes"]:
             metrics["peer_%s_busbw_gbs.%dmib" % (backend, size["MiB"])] = round(size["busbw_gbs"], 2)
             lines.append("%s %d MiB: %.1f us, busbw %.2f GB/s" % (backend, size["MiB"], size["time_us"],

@@ -1,25 +1,144 @@
-"""L4: CUDA context and memory, as torch sees them (availability, allocation, bandwidth, matmul, P2P)."""
+"""L4: CUDA context and memory, as torch sees them (availability, allocation, bandwidth, matmul, P2P).
+
+The functions marked @gpu_task run in a GPU worker (worker.py); the checks judge what they return.
+"""
+
+import time
 
 from agents.cudaprobe import children
-from agents.cudaprobe.layers.common import (
-    cuda_device_count, per_gpu_metrics, signature_for_error, slow_siblings, torch_info,
-)
+from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
+from agents.cudaprobe.judge import per_gpu_metrics, slow_siblings, task_failure
 from agents.cudaprobe.model import failed, passed, skipped, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import check, gpu_task
 
 BENCH_MODES = ("standard", "full")
 L4_BASE = ["driver.nvidia_smi", "driver.kernel_modules", "driver.device_nodes", "torch.build"]
 
 
-def _child_failure(outcome, what, default_signature):
-    if outcome.timed_out:
-        signature = "cuda_init_hang" if default_signature == "cuda_context_failed" else default_signature + "_hang"
-        return failed("%s did not finish within its budget: the child was killed" % what,
-                      evidence=outcome.evidence(), signatures=[signature])
-    message = (outcome.result or {}).get("message", "") if outcome.result else outcome.command.stderr[-300:]
-    text = outcome.evidence()
-    return failed("%s failed: %s" % (what, message[:300] or "exit %s" % outcome.command.returncode),
-                  evidence=text, signatures=[signature_for_error(text, default_signature)])
+# ---- on the GPU worker
+
+def _sync_time(torch, device, func, iters):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        func()
+    end.record()
+    torch.cuda.synchronize(device)
+    return start.elapsed_time(end) / 1000.0 / iters
+
+
+@gpu_task
+def gpu_context(args):
+    """Per GPU: context creation time, a 1 GiB allocation, a matmul checked against the CPU, memory."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gpus = []
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(1024, 1024, generator=generator)
+    b = torch.randn(1024, 1024, generator=generator)
+    reference = (a.double() @ b.double())
+    for index in range(torch.cuda.device_count()):
+        entry = {"index": index}
+        started = time.perf_counter()
+        torch.cuda.set_device(index)
+        torch.zeros(1, device=index)
+        torch.cuda.synchronize(index)
+        entry["context_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        block = torch.ones(256 * 2**20, dtype=torch.int32, device=index)  # 1 GiB
+        entry["alloc_ok"] = int(block.sum().item()) == 256 * 2**20
+        entry["alloc_s"] = time.perf_counter() - started
+        del block
+        product = (a.to(index) @ b.to(index)).double().cpu()
+        entry["matmul_rel_err"] = float((product - reference).abs().max() / reference.abs().max())
+        free, total = torch.cuda.mem_get_info(index)
+        entry.update(free_gib=free / 2**30, total_gib=total / 2**30,
+                     allocated_mib=torch.cuda.memory_allocated(index) / 2**20,
+                     reserved_mib=torch.cuda.memory_reserved(index) / 2**20)
+        gpus.append(entry)
+    return {"gpus": gpus}
+
+
+@gpu_task
+def gpu_copy_bandwidth(args):
+    """Host<->device copy bandwidth per GPU, pinned and pageable, timed with CUDA events."""
+    import torch
+
+    size = int(args.get("mib", 256)) * 2**20
+    iters = int(args.get("iters", 10))
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        torch.cuda.set_device(index)
+        device_buf = torch.empty(size, dtype=torch.uint8, device=index)
+        entry = {"index": index}
+        for kind, host_buf in (("pinned", torch.empty(size, dtype=torch.uint8).pin_memory()),
+                               ("pageable", torch.empty(size, dtype=torch.uint8))):
+            host_buf.fill_(1)
+            for direction, func in (("h2d", lambda: device_buf.copy_(host_buf, non_blocking=True)),
+                                    ("d2h", lambda: host_buf.copy_(device_buf, non_blocking=True))):
+                func()
+                torch.cuda.synchronize(index)
+                seconds = _sync_time(torch, index, func, iters)
+                entry["%s_%s_gbs" % (direction, kind)] = size / seconds / 1e9
+        gpus.append(entry)
+    return {"gpus": gpus}
+
+
+@gpu_task
+def gpu_matmul(args):
+    """Dense matmul TFLOP/s per GPU and dtype (n x n x n), after warm-up."""
+    import torch
+
+    n = int(args.get("n", 8192))
+    plans = (("bf16", torch.bfloat16, False, 30), ("fp16", torch.float16, False, 30),
+             ("tf32", torch.float32, True, 10), ("fp32", torch.float32, False, 4))
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        torch.cuda.set_device(index)
+        entry = {"index": index}
+        for name, dtype, tf32, iters in plans:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a = torch.randn(n, n, device=index, dtype=dtype)
+            b = torch.randn(n, n, device=index, dtype=dtype)
+            for _ in range(3):
+                a @ b
+            seconds = _sync_time(torch, index, lambda: a @ b, iters)
+            entry["%s_tflops" % name] = 2 * n**3 / seconds / 1e12
+            del a, b
+        torch.backends.cuda.matmul.allow_tf32 = False
+        gpus.append(entry)
+        torch.cuda.empty_cache()
+    return {"gpus": gpus}
+
+
+@gpu_task
+def gpu_p2p(args):
+    """Peer access matrix and device-to-device copy bandwidth between every ordered pair."""
+    import torch
+
+    count = torch.cuda.device_count()
+    size = int(args.get("mib", 1024)) * 2**20
+    pairs = []
+    for src in range(count):
+        for dst in range(count):
+            if src == dst:
+                continue
+            entry = {"src": src, "dst": dst, "access": bool(torch.cuda.can_device_access_peer(src, dst))}
+            a = torch.empty(size, dtype=torch.uint8, device=src)
+            b = torch.empty(size, dtype=torch.uint8, device=dst)
+            b.copy_(a)
+            torch.cuda.synchronize(src)
+            torch.cuda.synchronize(dst)
+            with torch.cuda.device(src):
+                entry["copy_gbs"] = size / _sync_time(torch, src, lambda: b.copy_(a, non_blocking=True), 10) / 1e9
+            torch.cuda.synchronize(dst)
+            pairs.append(entry)
+            del a, b
+    return {"pairs": pairs}
+
+
+# ---- in the agent
 
 
 @check("cuda.available", "L4", "torch.cuda.is_available and the device count",
@@ -50,9 +169,9 @@ def cuda_available(ctx):
 @check("cuda.context", "L4", "Context creation, allocation and a matmul checked on the CPU",
        requires=["cuda.available"], budget_s=120)
 def cuda_context(ctx):
-    outcome = children.run_task(ctx, "context")
+    outcome = children.run_task(ctx, gpu_context)
     if outcome.timed_out or not outcome.result or outcome.error:
-        return _child_failure(outcome, "CUDA context test", "cuda_context_failed")
+        return task_failure(outcome, "CUDA context test", "cuda_context_failed", "cuda_init_hang")
     gpus = outcome.result["gpus"]
     metrics = {"gpu_count": len(gpus)}
     per_gpu_metrics(metrics, "context_s", {g["index"]: g["context_s"] for g in gpus})
@@ -82,9 +201,9 @@ def cuda_context(ctx):
 @check("cuda.copy_bandwidth", "L4", "Host-device copy bandwidth, pinned and pageable",
        requires=["cuda.context"], modes=BENCH_MODES, budget_s=120)
 def cuda_copy_bandwidth(ctx):
-    outcome = children.run_task(ctx, "copy_bandwidth", {"mib": 256, "iters": 10 if ctx.mode == "standard" else 30})
+    outcome = children.run_task(ctx, gpu_copy_bandwidth, {"mib": 256, "iters": 10 if ctx.mode == "standard" else 30})
     if outcome.timed_out or not outcome.result or outcome.error:
-        return _child_failure(outcome, "copy bandwidth test", "copy_failed")
+        return task_failure(outcome, "copy bandwidth test", "copy_failed")
     gpus = outcome.result["gpus"]
     metrics = {}
     for key in ("h2d_pinned_gbs", "d2h_pinned_gbs", "h2d_pageable_gbs", "d2h_pageable_gbs"):
@@ -109,9 +228,9 @@ def cuda_copy_bandwidth(ctx):
 @check("cuda.matmul", "L4", "Matmul throughput (bf16, fp16, TF32, fp32)", requires=["cuda.context"],
        modes=BENCH_MODES, budget_s=120)
 def cuda_matmul(ctx):
-    outcome = children.run_task(ctx, "matmul", {"n": 8192})
+    outcome = children.run_task(ctx, gpu_matmul, {"n": 8192})
     if outcome.timed_out or not outcome.result or outcome.error:
-        return _child_failure(outcome, "matmul benchmark", "matmul_failed")
+        return task_failure(outcome, "matmul benchmark", "matmul_failed")
     gpus = outcome.result["gpus"]
     metrics = {}
     for name in ("bf16", "fp16", "tf32", "fp32"):
@@ -133,9 +252,9 @@ def cuda_matmul(ctx):
 def cuda_p2p(ctx):
     if cuda_device_count(ctx) < 2:
         return skipped("one GPU: no peer to test")
-    outcome = children.run_task(ctx, "p2p", {"mib": 1024})
+    outcome = children.run_task(ctx, gpu_p2p, {"mib": 1024})
     if outcome.timed_out or not outcome.result or outcome.error:
-        return _child_failure(outcome, "P2P test", "p2p_failed")
+        return task_failure(outcome, "P2P test", "p2p_failed")
     pairs = outcome.result["pairs"]
     metrics = {"p2p_copy_gbs": round(min(p["copy_gbs"] for p in pairs), 1)}
     for p in pairs:

@@ -6,7 +6,6 @@ import re
 import sys
 
 from agents.cudaprobe import children, nvsmi, proc
-from agents.cudaprobe.layers.host import inventory
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
 
@@ -66,7 +65,7 @@ def driver_nvidia_smi(ctx):
     if not gpus:
         return failed("nvidia-smi -L listed no GPUs", evidence=result.combined(), signatures=["no_gpus_found"])
     names = sorted({g["name"] for g in gpus})
-    inv = inventory(ctx)
+    inv = ctx.inventory()
     inv["gpu_count"] = len(gpus)
     inv["gpu_model"] = ", ".join(names)
     return passed("%d GPU(s): %s" % (len(gpus), ", ".join(names)), metrics={"gpu_count": len(gpus)},
@@ -118,7 +117,7 @@ def driver_version(ctx):
     if not driver or not cuda:
         return failed("%s did not report the driver or CUDA version" % source, evidence=raw,
                       signatures=["nvidia_smi_unparsed"])
-    inv = inventory(ctx)
+    inv = ctx.inventory()
     inv["l1_source"] = via
     inv["driver_version"] = driver
     inv["cuda_driver_version"] = cuda

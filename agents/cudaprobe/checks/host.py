@@ -9,10 +9,6 @@ from agents.cudaprobe.model import failed, passed, warned
 from agents.cudaprobe.registry import check
 
 
-def inventory(ctx):
-    return ctx.facts.setdefault("inventory", {})
-
-
 def _meminfo_gib(path):
     try:
         with open(path) as fh:
@@ -45,7 +41,7 @@ def host_system(ctx):
     uname = platform.uname()
     mem = _meminfo_gib(ctx.path("PROC_MEMINFO", "/proc/meminfo"))
     disk = shutil.disk_usage(os.path.expanduser("~"))
-    inv = inventory(ctx)
+    inv = ctx.inventory()
     inv["kernel"] = uname.release
     inv["os"] = "%s %s" % (uname.system, uname.machine)
     metrics = {"cpu_count": os.cpu_count() or 0, "disk_free_gib": round(disk.free / 2**30, 1)}
@@ -60,7 +56,7 @@ def host_system(ctx):
 
 @check("host.python", "L0", "Python interpreter")
 def host_python(ctx):
-    inventory(ctx)["python"] = platform.python_version()
+    ctx.inventory()["python"] = platform.python_version()
     version = sys.version_info[:2]
     evidence = "%s (%s)" % (sys.version.replace("\n", " "), sys.executable)
     if version < (3, 8):

@@ -3,7 +3,7 @@
 import re
 
 from agents.cudaprobe import proc
-from agents.cudaprobe.layers.common import torch_info
+from agents.cudaprobe.checks.torch import torch_info
 from agents.cudaprobe.model import failed, passed, warned
 from agents.cudaprobe.registry import check
 

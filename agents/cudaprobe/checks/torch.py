@@ -1,9 +1,75 @@
-"""L3: the PyTorch build in the node's interpreter."""
+"""L3: the PyTorch build in the node's interpreter, and the torch facts every GPU check reads (torch_info)."""
 
-from agents.cudaprobe.layers.common import torch_info
-from agents.cudaprobe.layers.host import inventory
+import time
+
+from agents.cudaprobe import children
 from agents.cudaprobe.model import failed, passed, skipped, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import check, gpu_task
+
+
+def config_flags(torch):
+    flags = {}
+    try:
+        text = torch.__config__.show()
+    except Exception:
+        return flags
+    for name in ("USE_CUDA", "USE_CUDNN", "USE_NCCL", "USE_GLOO", "CUDA_VERSION"):
+        marker = name + "="
+        if marker in text:
+            flags[name] = text.split(marker, 1)[1].split(",", 1)[0].strip()
+    return flags
+
+
+@gpu_task
+def gpu_torch_info(args):
+    """The torch facts of this interpreter: version, build, libraries, the GPUs it sees (runs in a worker)."""
+    started = time.perf_counter()
+    import torch
+
+    info = {"import_s": args.get("torch_import_s", time.perf_counter() - started),
+            "torch_version": str(torch.__version__), "cuda": torch.version.cuda,
+            "file": getattr(torch, "__file__", None), "config": config_flags(torch)}
+    for key, getter in (
+        ("cudnn", lambda: torch.backends.cudnn.version()),
+        ("nccl", lambda: ".".join(map(str, torch.cuda.nccl.version()))),
+        ("arch_list", lambda: torch.cuda.get_arch_list()),
+        ("nccl_available", lambda: torch.distributed.is_available() and torch.distributed.is_nccl_available()),
+        ("gloo_available", lambda: torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    ):
+        try:
+            info[key] = getter()
+        except Exception as exc:
+            info[key] = None
+            info.setdefault("notes", []).append("%s: %s" % (key, exc))
+    started = time.perf_counter()
+    info["is_available"] = bool(torch.cuda.is_available())
+    info["device_count"] = int(torch.cuda.device_count()) if info["is_available"] else 0
+    info["is_available_s"] = time.perf_counter() - started
+    devices = []
+    for index in range(info["device_count"]):
+        props = torch.cuda.get_device_properties(index)
+        devices.append({"index": index, "name": props.name, "capability": "%d.%d" % (props.major, props.minor),
+                        "total_memory_gib": props.total_memory / 2**30, "sm_count": props.multi_processor_count})
+    info["devices"] = devices
+    return info
+
+
+def torch_info(ctx):
+    """The torch facts of this interpreter, found once per run in a worker."""
+    if "torch_info" not in ctx.facts:
+        outcome = ctx.facts["torch_info"] = children.run_task(ctx, gpu_torch_info, timeout=90)
+        if outcome.ok and ctx.mode != "quick":
+            # The other ranks' workers import torch now, while rank 0 runs L4; gloo wants two ranks even
+            # on a one-GPU host.
+            children.local_pool(ctx).start(range(max(2, outcome.result.get("device_count", 0))))
+    return ctx.facts["torch_info"]
+
+
+def cuda_device_count(ctx):
+    outcome = ctx.facts.get("torch_info")
+    if outcome is None or not outcome.result or outcome.error:
+        return 0
+    return outcome.result.get("device_count", 0)
 
 
 @check("torch.import", "L3", "torch importable in the node's interpreter", budget_s=90)
@@ -20,7 +86,7 @@ def torch_import(ctx):
         return failed("torch cannot be imported: %s: %s" % (outcome.error, outcome.result.get("message", "")),
                       evidence=outcome.evidence(), signatures=[signature])
     info = outcome.result
-    inventory(ctx)["torch"] = info["torch_version"]
+    ctx.inventory()["torch"] = info["torch_version"]
     return passed("torch %s from %s" % (info["torch_version"], info.get("file")), evidence=info.get("file") or "",
                   metrics={"import_s": round(info.get("import_s", 0), 3)})
 
@@ -28,7 +94,7 @@ def torch_import(ctx):
 @check("torch.build", "L3", "A CUDA build of torch with NCCL and cuDNN", requires=["torch.import"])
 def torch_build(ctx):
     info = torch_info(ctx).result
-    inv = inventory(ctx)
+    inv = ctx.inventory()
     evidence = "torch %s, torch.version.cuda=%s, cudnn=%s, nccl=%s, config=%s" % (
         info["torch_version"], info.get("cuda"), info.get("cudnn"), info.get("nccl"), info.get("config"))
     if not info.get("cuda"):
