@@ -22,13 +22,13 @@ def _context(request, run):
 
 @login_required
 def run_detail(request, run_id):
-    return render(request, "validation/run_detail.html", _context(request, _run(run_id)))
+    return render(request, "runs/run_detail.html", _context(request, _run(run_id)))
 
 
 @login_required
 def run_fragment(request, run_id):
     """The live part of the run page, polled while the run is PENDING or RUNNING."""
-    return render(request, "validation/_run_live.html", _context(request, _run(run_id)))
+    return render(request, "runs/_run_live.html", _context(request, _run(run_id)))
 
 
 def _uuids(parts):
@@ -51,14 +51,14 @@ def _batch_runs(request):
 def batch(request):
     """Several runs requested together: each one's progress, polled while any is live."""
     runs = _batch_runs(request)
-    return render(request, "validation/batch.html", {"runs": runs, "live": any(r.is_live for r in runs),
+    return render(request, "runs/batch.html", {"runs": runs, "live": any(r.is_live for r in runs),
                                                      "ids": request.GET.get("ids", "")})
 
 
 @login_required
 def batch_fragment(request):
     runs = _batch_runs(request)
-    return render(request, "validation/_batch_rows.html", {"runs": runs, "live": any(r.is_live for r in runs)})
+    return render(request, "runs/_batch_rows.html", {"runs": runs, "live": any(r.is_live for r in runs)})
 
 
 @login_required
@@ -66,7 +66,7 @@ def compare(request, run_a, run_b):
     """Two runs side by side (b against a)."""
     first = get_object_or_404(ValidationRun.objects.select_related("node"), id=run_a)
     second = get_object_or_404(ValidationRun.objects.select_related("node"), id=run_b)
-    return render(request, "validation/compare.html", {"a": first, "b": second,
+    return render(request, "runs/compare.html", {"a": first, "b": second,
                                                        "cmp": compare_runs(first, second)})
 
 

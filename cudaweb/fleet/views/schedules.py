@@ -19,7 +19,7 @@ def schedule_list(request):
             return redirect("runs:schedules")
         except ValueError as exc:
             form.add_error(None, str(exc))
-    return render(request, "validation/schedules.html", {"form": form, "schedules": schedules.schedules()})
+    return render(request, "runs/schedules.html", {"form": form, "schedules": schedules.schedules()})
 
 
 @login_required
