@@ -54,10 +54,23 @@ def parse_result(stdout):
 class TaskOutcome:
     """A child's parsed result (or None) and how it ended."""
 
-    def __init__(self, result, command, log=""):
+    def __init__(self, result, command, log="", pid=None):
         self.result = result
         self.command = command
         self.log = log
+        self.pid = pid  # the worker process that ran it
+
+    def to_record(self):
+        """As JSON: what --record keeps of a real run, for the judging tests to replay (ReplayPool)."""
+        c = self.command
+        return {"result": self.result, "log": self.log, "pid": self.pid, "argv": c.argv, "returncode": c.returncode,
+                "stdout": c.stdout, "stderr": c.stderr, "timed_out": c.timed_out}
+
+    @classmethod
+    def from_record(cls, record):
+        command = proc.CommandResult(record["argv"], record["returncode"], record["stdout"], record["stderr"],
+                                     record["timed_out"])
+        return cls(record["result"], command, record["log"], record["pid"])
 
     @property
     def timed_out(self):
@@ -140,7 +153,7 @@ class Worker:
             log = (log + "\nworker exited with status %s" % returncode).strip()
         command = proc.CommandResult([argv_task, "rank%d" % self.rank], returncode if self.result is None else 0,
                                      "\n".join(self.lines), "", timed_out)
-        return TaskOutcome(self.result, command, (log + "\n" + "\n".join(self.lines)).strip())
+        return TaskOutcome(self.result, command, (log + "\n" + "\n".join(self.lines)).strip(), self.popen.pid)
 
     def close(self):
         proc.kill_group(self.popen)
@@ -214,7 +227,13 @@ class Pool:
         outcomes = [w.outcome(w.rank in timed_out, task.__name__) for w in workers]
         if not all(o.ok for o in outcomes):
             self.close()
+        if self.ctx.records is not None:
+            self.ctx.records.append({"task": task_name(task), "ranks": list(ranks),
+                                     "outcomes": [o.to_record() for o in outcomes]})
         return outcomes
+
+    def pids(self):
+        return {w.popen.pid for w in self.workers.values()}
 
     def close(self):
         """End every worker (their process groups); a later call starts fresh ones."""
@@ -228,6 +247,34 @@ class Pool:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+class ReplayPool:
+    """Answers each call with the outcomes a real run recorded for the same task, in order (--record): the
+    judging of every check can then be tested on real figures, with no GPU."""
+
+    def __init__(self, records):
+        self.records = list(records)
+
+    def start(self, ranks):
+        return None
+
+    def call(self, task, args, ranks, timeout):
+        name = task_name(task)
+        for index, record in enumerate(self.records):
+            if record["task"] == name:
+                del self.records[index]
+                return [TaskOutcome.from_record(o) for o in record["outcomes"]]
+        raise LookupError("no recorded outcome left for %s" % name)
+
+    def pids(self):
+        return set()
+
+    def close(self):
+        return None
+
+    def remove(self):
+        return None
+
+
 def local_pool(ctx):
     """The run's pool of local workers (rank r drives GPU r), created on first use."""
     if ctx.pool is None:
@@ -235,9 +282,40 @@ def local_pool(ctx):
     return ctx.pool
 
 
-def run_task(ctx, task, args=None, timeout=None):
-    """Run one single-process @gpu_task on the local rank-0 worker; returns a TaskOutcome."""
-    return local_pool(ctx).call(task, dict(args or {}), [0], timeout or ctx.budget_s)[0]
+def _own_pool(ctx, env=None):
+    """A pool for one call, ended with it (a replayed run answers from its records instead)."""
+    return ctx.pool if isinstance(ctx.pool, ReplayPool) else Pool(ctx, env=env)
+
+
+def prestart_isolated(ctx):
+    """Start the worker of the next isolated task now, so that it imports torch while other checks run."""
+    if ctx.isolated is None:
+        ctx.isolated = _own_pool(ctx)
+        ctx.isolated.start([0])
+
+
+def run_task(ctx, task, args=None, timeout=None, isolated=False):
+    """Run one single-process @gpu_task on the local rank-0 worker; returns a TaskOutcome.
+
+    isolated: in a worker of its own, ended after the call: for a task that must touch several GPUs (P2P), so
+    that no long-lived worker holds a context on a GPU other than its own."""
+    if not isolated:
+        return local_pool(ctx).call(task, dict(args or {}), [0], timeout or ctx.budget_s)[0]
+    prestart_isolated(ctx)
+    pool, ctx.isolated = ctx.isolated, None
+    try:
+        return pool.call(task, dict(args or {}), [0], timeout or ctx.budget_s)[0]
+    finally:
+        pool.remove()
+
+
+def run_each(ctx, task, ranks, args=None, timeout=None, parallel=True):
+    """Run a @gpu_task on each rank's own GPU: all at once, or one rank after the other (copies share the host's
+    memory and PCIe root, so they are measured alone). A list of TaskOutcome in rank order."""
+    pool = local_pool(ctx)
+    if parallel:
+        return pool.call(task, dict(args or {}), list(ranks), timeout or ctx.budget_s)
+    return [pool.call(task, dict(args or {}), [rank], timeout or ctx.budget_s)[0] for rank in ranks]
 
 
 def free_port(host="127.0.0.1"):
@@ -257,7 +335,7 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
     ranks = list(range(world)) if ranks is None else list(ranks)
     if master is None and env is None:
         return local_pool(ctx).call(task, args, ranks, timeout or ctx.budget_s)
-    pool = Pool(ctx, env=env)
+    pool = _own_pool(ctx, env)
     try:
         return pool.call(task, args, ranks, timeout or ctx.budget_s)
     finally:

@@ -5,7 +5,7 @@ import json
 import sys
 
 from agents.cudaprobe import AGENT_VERSION
-from agents.cudaprobe.engine import Context, run_checks, select
+from agents.cudaprobe.engine import Context, record_of, run_checks, select
 from agents.cudaprobe.model import LAYERS
 from agents.cudaprobe.registry import MODES, load_all
 from agents.cudaprobe.render import render_table
@@ -27,6 +27,8 @@ def build_parser():
     parser.add_argument("--master", help="ADDR:PORT of rank 0 for the cross-node pair")
     parser.add_argument("--world", type=int, default=2, help="ranks in the cross-node pair (2)")
     parser.add_argument("--peer-timeout", type=float, default=60.0, help="seconds to wait for the peer")
+    parser.add_argument("--record", metavar="FILE", help="also write the GPU tasks' raw outcomes and the run's facts "
+                        "to FILE (JSON), for replaying the judging on real figures")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--version", action="version", version=AGENT_VERSION)
     return parser
@@ -51,7 +53,12 @@ def main(argv=None):
         skip.append("comm.peer")
     chosen = select(specs, args.mode, args.only, skip)
     ctx = Context(args.mode, options)
+    if args.record:
+        ctx.records = []
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
+    if args.record:
+        with open(args.record, "w") as fh:
+            json.dump(record_of(ctx, report), fh, indent=1, sort_keys=True, default=str)
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=True) + "\n")
     else:

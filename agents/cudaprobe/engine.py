@@ -25,19 +25,39 @@ class Context:
         self.facts = {}
         self.results = {}
         self.budget_s = 30
-        self.pool = None  # the run's GPU workers (children.local_pool)
+        self.pool = None  # the run's GPU workers (children.local_pool), or a children.ReplayPool
+        self.isolated = None  # a pre-started worker for the next isolated task (children.run_task)
+        self.records = None  # a list when --record keeps the GPU tasks' raw outcomes
 
     def inventory(self):
         """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
         return self.facts.setdefault("inventory", {})
 
     def close(self):
-        if self.pool is not None:
-            self.pool.remove()
+        for pool in (self.pool, self.isolated):
+            if pool is not None:
+                pool.remove()
 
     def path(self, name, default):
         """Paths the fault-injection harness may redirect (e.g. CUDAPROBE_PROC_MODULES)."""
         return self.environ.get("CUDAPROBE_" + name, default)
+
+
+RECORDED_ENV = ("NCCL_", "CUDA_", "TORCH_", "CUDAPROBE_", "NVIDIA_")
+
+
+def record_of(ctx, report):
+    """What --record keeps: the report, the facts that are plain data, the NCCL/CUDA environment and every GPU
+    task's raw outcomes (children.ReplayPool answers from them)."""
+    facts = {}
+    for key, value in ctx.facts.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue  # e.g. the torch facts' TaskOutcome: it is among the tasks
+        facts[key] = value
+    environ = {k: v for k, v in ctx.environ.items() if k.startswith(RECORDED_ENV)}
+    return {"report": report, "facts": facts, "environ": environ, "options": ctx.options, "tasks": ctx.records}
 
 
 def emit_event(stream, **event):

@@ -3,7 +3,8 @@ did not succeed, and the per-GPU figures (worst GPU, slow siblings)."""
 
 import statistics
 
-from agents.cudaprobe.model import failed
+from agents.cudaprobe import expectations
+from agents.cudaprobe.model import FAIL, PASS, WARN, Outcome, failed
 
 CUDA_ERROR_SIGNATURES = (
     ("out of memory", "oom"),
@@ -29,6 +30,10 @@ def signature_for_error(text, default):
         if needle in lowered:
             return signature
     return default
+
+
+def all_ok(outcomes):
+    return all(o.ok for o in outcomes)
 
 
 def task_failure(outcomes, what, default_signature, hang_signature=None):
@@ -64,3 +69,83 @@ def per_gpu_metrics(metrics, name, values):
     metrics[name] = round(min(values.values()), 2)
     for index, value in values.items():
         metrics["%s.gpu%s" % (name, index)] = round(value, 2)
+
+
+def reference(ctx):
+    """(SKU row or None, model name) of this host's GPUs, from the driver's list; a mixed host has no reference."""
+    names = sorted({g["name"] for g in ctx.facts.get("driver_gpus") or []})
+    if len(names) != 1:
+        return None, " + ".join(names) or "an unknown GPU"
+    return expectations.sku_for(names[0]), names[0]
+
+
+def busy_gpus(ctx, entries):
+    """{gpu: why} for the GPUs another process computed on while `entries` (per-GPU task results with "activity")
+    were measured. Ours are the pool's workers; where NVML lists none of ours (another PID namespace), more than
+    one process on a GPU we hold means someone else was there."""
+    ours = set(ctx.pool.pids()) if ctx.pool is not None else set()
+    busy = {}
+    for entry in entries:
+        for snap in ((entry.get("activity") or {}).get(moment) for moment in ("before", "after")):
+            if not snap or "pids" not in snap:
+                continue  # no NVML in the worker: unknown, so nothing is claimed
+            pids = set(snap["pids"])
+            mine = ours | {snap.get("self")}
+            others = sorted(pids - mine) if pids & mine or len(pids) > 1 else []
+            if others:
+                busy[entry["index"]] = "process %s computing on it" % ", ".join(map(str, others))
+    return busy
+
+
+class Findings:
+    """Problems found by one check, the worst status among them, their signatures, and the evidence lines."""
+
+    RANK = {"pass": 0, "warn": 1, "fail": 2}
+
+    def __init__(self):
+        self.status = "pass"
+        self.problems = []
+        self.signatures = []
+        self.lines = []
+
+    def add(self, status, problem, signature):
+        if self.RANK[status] > self.RANK[self.status]:
+            self.status = status
+        self.problems.append(problem)
+        if signature not in self.signatures:
+            self.signatures.append(signature)
+
+    def note(self, line):
+        self.lines.append(line)
+
+    def outcome(self, summary, evidence="", metrics=None):
+        """The check's Outcome: its problems lead the summary; a clean pass keeps `summary`."""
+        text = "\n".join(([evidence] if evidence else []) + self.lines)
+        if self.status == "pass":  # remarks added at pass (no reference for a model) follow the summary
+            summary = "; ".join([summary] + self.problems)
+            return Outcome(PASS, summary, metrics=metrics, evidence=text, signatures=self.signatures)
+        status = FAIL if self.status == "fail" else WARN
+        return Outcome(status, "; ".join(self.problems), metrics=metrics, evidence=text, signatures=self.signatures)
+
+
+def judge_per_gpu(findings, ctx, label, values, expected, unit, signature, busy=None):
+    """Judge each GPU's figure against `expected` (expectations.judge), or against its siblings where the model
+    has no reference; GPUs another process used are marked busy instead. Returns the GPUs judged slow."""
+    busy = busy or {}
+    for gpu, why in sorted(busy.items()):
+        findings.add("warn", "GPU %s was busy during the %s measurement (%s): not judged, re-run when idle" % (
+            gpu, label, why), "gpu_busy")
+    values = {gpu: v for gpu, v in values.items() if gpu not in busy}
+    slow = []
+    if expected is not None:
+        for gpu, value in sorted(values.items()):
+            status, ratio = expectations.judge(value, expected)
+            findings.note(expectations.describe("GPU %s %s" % (gpu, label), value, expected, ratio, unit))
+            if status != "pass":
+                slow.append(gpu)
+                findings.add(status, "GPU %s %s %.1f %s is %.0f%% of the %.1f its model should reach" % (
+                    gpu, label, value, unit, 100 * ratio, expected.value), signature)
+    siblings = [g for g in slow_siblings(values) if g not in slow]
+    if siblings:
+        findings.add("warn", "GPU %s %s far below its siblings" % (siblings, label), "gpu_slower_than_siblings")
+    return slow

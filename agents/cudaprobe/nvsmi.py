@@ -110,3 +110,40 @@ def parse_query_text(text):
         gpus.append(gpu)
     facts["gpus"] = gpus
     return facts
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d?_\S+|mlx\S+)$")
+LINK = re.compile(r"^(NV\d+|SYS|SOC|NODE|PHB|PXB|PIX)$")
+
+
+def parse_topology(text):
+    """`nvidia-smi topo -m`: {"gpus": [0, 1, ...], "links": {"0-1": "NV18", ...}, "nics": [...]} or None.
+
+    A link is the kind printed between two GPUs: NV<n> (n bonded NVLinks), PIX, PXB, PHB, NODE or SYS (older
+    drivers print SOC for SYS). Tab- or space-aligned output alike: cells hold no spaces, so each row's first
+    cells line up with the header's device columns (GPUs, then NICs); affinity columns and the legend follow.
+    """
+    lines = [ANSI.sub("", line) for line in (text or "").splitlines()]
+    header = next((line.split() for line in lines if line.split()[:1] == ["GPU0"]), None)
+    if header is None:
+        return None
+    devices = []
+    for cell in header:
+        if not DEVICE.match(cell):
+            break
+        devices.append(cell)
+    links, gpus, nics = {}, [], []
+    for line in lines:
+        cells = line.split()
+        if len(cells) < 2 or cells[0] not in devices or cells is header or cells == header:
+            continue
+        if not cells[0].startswith("GPU"):
+            nics.append(cells[0])
+            continue
+        row = int(cells[0][3:])
+        gpus.append(row)
+        for column, cell in zip(devices, cells[1:1 + len(devices)]):
+            if column.startswith("GPU") and column != cells[0] and LINK.match(cell):
+                links["%d-%d" % tuple(sorted((row, int(column[3:]))))] = "SYS" if cell == "SOC" else cell
+    return {"gpus": sorted(set(gpus)), "links": links, "nics": nics} if gpus else None

@@ -42,6 +42,7 @@ class Scenario:
         self.write("apps.csv", sections["nvidia-smi-compute-apps"])
         self.write("q.txt", (REFERENCE / "nvsmi_q.txt").read_text())
         self.write("dmesg.txt", sections["dmesg"])
+        self.write("topo.txt", (TESTS / "fixtures" / "topo" / "h200x2_nv18_this_host.txt").read_text())
         self.write("modules", "".join("%s 1 0 - Live 0x0\n" % name for name in sections["lsmod"].split()))
         for line in sections["dev"].splitlines():
             match = re.search(r"/dev/(nvidia[\w-]*)$", line)

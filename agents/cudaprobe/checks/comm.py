@@ -9,7 +9,9 @@ import time
 
 from agents.cudaprobe import children
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
-from agents.cudaprobe.judge import task_failure
+from agents.cudaprobe import expectations
+from agents.cudaprobe.checks.advice import nccl_settings
+from agents.cudaprobe.judge import Findings, all_ok, judge_per_gpu, reference, task_failure
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
 
@@ -89,10 +91,6 @@ def transports_in(log):
     return sorted({"/".join(match.group(1).split("/")[:2]) for match in TRANSPORT.finditer(log or "")})
 
 
-def all_ok(outcomes):
-    return all(o.ok for o in outcomes)
-
-
 def _master(ctx):
     port = ctx.options.get("master_port")
     return ("127.0.0.1", int(port)) if port else None
@@ -141,12 +139,55 @@ def comm_nccl(ctx):
     if not all(o.result["correct"] for o in outcomes):
         return failed("NCCL all-reduce returned a wrong sum", evidence=evidence, metrics=metrics,
                       signatures=["allreduce_wrong_result"])
+    findings = Findings()
+    links = gpu_links(ctx, world)
+    joined = sorted(set(links.values()))
+    if links and all(kind.startswith("NV") for kind in joined) and transports \
+            and not any(t.startswith("P2P") for t in transports):
+        findings.add("fail", "the GPUs are joined by NVLink (%s) but NCCL went via %s: peer-to-peer is off (%s)" % (
+            ", ".join(joined), ", ".join(transports), p2p_off_causes(ctx)), "nccl_p2p_not_used")
+    elif transports and all(t.startswith("NET") for t in transports):
+        findings.add("warn", "GPUs of one host talk over the network stack (P2P and SHM unavailable or disabled)",
+                     "nccl_transport_network")
+    sku, model = reference(ctx)
+    at_1gib = next((s["busbw_gbs"] for s in result["sizes"] if s["MiB"] == 1024), None)
+    if at_1gib is not None and sku is not None and links:
+        expected = expectations.expected_busbw(sku, list(links.values()))
+        judge_per_gpu(findings, ctx, "busbw at 1 GiB", {"0-%d" % (world - 1): at_1gib}, expected, "GB/s",
+                      "nccl_busbw_low")
+    elif sku is None:
+        findings.add("pass", "no reference for %s: busbw not judged" % model, "no_reference_for_model")
     summary = "busbw %.0f GB/s at %d MiB over %d GPUs via %s" % (
         largest["busbw_gbs"], largest["MiB"], world, ", ".join(transports) or "an unreported transport")
-    if transports and all(t.startswith("NET") for t in transports):
-        return warned(summary + ": GPUs of one host talk over the network stack (P2P and SHM unavailable or "
-                      "disabled)", evidence=evidence, metrics=metrics, signatures=["nccl_transport_network"])
-    return passed(summary, evidence=evidence, metrics=metrics)
+    return findings.outcome(summary, evidence, metrics)
+
+
+def gpu_links(ctx, world):
+    """{"i-j": kind} between the first `world` GPUs torch uses, from driver.topology (empty when unknown).
+    CUDA_VISIBLE_DEVICES with indices maps torch's GPUs to the driver's; with UUIDs the map is unknown."""
+    links = (ctx.facts.get("topology") or {}).get("links") or {}
+    visible = ctx.facts.get("visible_devices")
+    if visible is None:
+        driver_index = list(range(world))
+    elif all(v.isdigit() for v in visible):
+        driver_index = [int(v) for v in visible][:world]
+    else:
+        return {}
+    found = {}
+    for a in range(len(driver_index)):
+        for b in range(a + 1, len(driver_index)):
+            pair = "%d-%d" % tuple(sorted((driver_index[a], driver_index[b])))
+            if pair in links:
+                found[pair] = links[pair]
+    return found
+
+
+def p2p_off_causes(ctx):
+    """Why NCCL may not use P2P here: the settings found in the environment and NCCL's conf files first."""
+    found = [s for s in nccl_settings(ctx) if s["name"] in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL") and s["effect"]]
+    named = ["%s=%s from %s" % (s["name"], s["value"], s["source"]) for s in found]
+    return "; ".join(named + ["else: ACS or the IOMMU blocking peer access, or a container without IPC "
+                              "(--ipc=host) / a shared PID namespace"])
 
 
 @check("comm.peer", "L5", "All-reduce with a peer node (cross-node pair)", requires=["torch.import"], budget_s=120)

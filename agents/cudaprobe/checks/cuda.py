@@ -3,11 +3,14 @@
 The functions marked @gpu_task run in a GPU worker (worker.py); the checks judge what they return.
 """
 
+import os
 import time
 
-from agents.cudaprobe import children
+from agents.cudaprobe import activity, children, expectations
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
-from agents.cudaprobe.judge import per_gpu_metrics, slow_siblings, task_failure
+from agents.cudaprobe.judge import (
+    Findings, all_ok, busy_gpus, judge_per_gpu, per_gpu_metrics, reference, task_failure,
+)
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
 
@@ -27,89 +30,91 @@ def _sync_time(torch, device, func, iters):
     return start.elapsed_time(end) / 1000.0 / iters
 
 
+def _own_gpu(torch):
+    """The one GPU this rank's worker may touch (LOCAL_RANK): no worker holds a context on another GPU, so
+    EXCLUSIVE_PROCESS compute mode cannot make the agent fail itself."""
+    index = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(index)
+    return index
+
+
 @gpu_task
 def gpu_context(args):
-    """Per GPU: context creation time, a 1 GiB allocation, a matmul checked against the CPU, memory."""
+    """This rank's GPU: context creation time, a 1 GiB allocation, a matmul checked against the CPU, memory."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    gpus = []
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(1024, 1024, generator=generator)
     b = torch.randn(1024, 1024, generator=generator)
     reference = (a.double() @ b.double())
-    for index in range(torch.cuda.device_count()):
-        entry = {"index": index}
-        started = time.perf_counter()
-        torch.cuda.set_device(index)
-        torch.zeros(1, device=index)
-        torch.cuda.synchronize(index)
-        entry["context_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        block = torch.ones(256 * 2**20, dtype=torch.int32, device=index)  # 1 GiB
-        entry["alloc_ok"] = int(block.sum().item()) == 256 * 2**20
-        entry["alloc_s"] = time.perf_counter() - started
-        del block
-        product = (a.to(index) @ b.to(index)).double().cpu()
-        entry["matmul_rel_err"] = float((product - reference).abs().max() / reference.abs().max())
-        free, total = torch.cuda.mem_get_info(index)
-        entry.update(free_gib=free / 2**30, total_gib=total / 2**30,
-                     allocated_mib=torch.cuda.memory_allocated(index) / 2**20,
-                     reserved_mib=torch.cuda.memory_reserved(index) / 2**20)
-        gpus.append(entry)
-    return {"gpus": gpus}
+    started = time.perf_counter()
+    index = _own_gpu(torch)
+    torch.zeros(1, device=index)
+    torch.cuda.synchronize(index)
+    entry = {"index": index, "context_s": time.perf_counter() - started}
+    started = time.perf_counter()
+    block = torch.ones(256 * 2**20, dtype=torch.int32, device=index)  # 1 GiB
+    entry["alloc_ok"] = int(block.sum().item()) == 256 * 2**20
+    entry["alloc_s"] = time.perf_counter() - started
+    del block
+    product = (a.to(index) @ b.to(index)).double().cpu()
+    entry["matmul_rel_err"] = float((product - reference).abs().max() / reference.abs().max())
+    free, total = torch.cuda.mem_get_info(index)
+    entry.update(free_gib=free / 2**30, total_gib=total / 2**30,
+                 allocated_mib=torch.cuda.memory_allocated(index) / 2**20,
+                 reserved_mib=torch.cuda.memory_reserved(index) / 2**20)
+    return {"gpus": [entry]}
 
 
 @gpu_task
 def gpu_copy_bandwidth(args):
-    """Host<->device copy bandwidth per GPU, pinned and pageable, timed with CUDA events."""
+    """Host<->device copy bandwidth of this rank's GPU, pinned and pageable, timed with CUDA events."""
     import torch
 
     size = int(args.get("mib", 256)) * 2**20
     iters = int(args.get("iters", 10))
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        torch.cuda.set_device(index)
-        device_buf = torch.empty(size, dtype=torch.uint8, device=index)
-        entry = {"index": index}
-        for kind, host_buf in (("pinned", torch.empty(size, dtype=torch.uint8).pin_memory()),
-                               ("pageable", torch.empty(size, dtype=torch.uint8))):
-            host_buf.fill_(1)
-            for direction, func in (("h2d", lambda: device_buf.copy_(host_buf, non_blocking=True)),
-                                    ("d2h", lambda: host_buf.copy_(device_buf, non_blocking=True))):
-                func()
-                torch.cuda.synchronize(index)
-                seconds = _sync_time(torch, index, func, iters)
-                entry["%s_%s_gbs" % (direction, kind)] = size / seconds / 1e9
-        gpus.append(entry)
-    return {"gpus": gpus}
+    index = _own_gpu(torch)
+    before = activity.snapshot(torch, index)
+    device_buf = torch.empty(size, dtype=torch.uint8, device=index)
+    entry = {"index": index}
+    for kind, host_buf in (("pinned", torch.empty(size, dtype=torch.uint8).pin_memory()),
+                           ("pageable", torch.empty(size, dtype=torch.uint8))):
+        host_buf.fill_(1)
+        for direction, func in (("h2d", lambda: device_buf.copy_(host_buf, non_blocking=True)),
+                                ("d2h", lambda: host_buf.copy_(device_buf, non_blocking=True))):
+            func()
+            torch.cuda.synchronize(index)
+            seconds = _sync_time(torch, index, func, iters)
+            entry["%s_%s_gbs" % (direction, kind)] = size / seconds / 1e9
+    entry["activity"] = {"before": before, "after": activity.snapshot(torch, index)}
+    return {"gpus": [entry]}
 
 
 @gpu_task
 def gpu_matmul(args):
-    """Dense matmul TFLOP/s per GPU and dtype (n x n x n), after warm-up."""
+    """Dense matmul TFLOP/s of this rank's GPU per dtype (n x n x n), after warm-up."""
     import torch
 
     n = int(args.get("n", 8192))
     plans = (("bf16", torch.bfloat16, False, 30), ("fp16", torch.float16, False, 30),
              ("tf32", torch.float32, True, 10), ("fp32", torch.float32, False, 4))
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        torch.cuda.set_device(index)
-        entry = {"index": index}
-        for name, dtype, tf32, iters in plans:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            a = torch.randn(n, n, device=index, dtype=dtype)
-            b = torch.randn(n, n, device=index, dtype=dtype)
-            for _ in range(3):
-                a @ b
-            seconds = _sync_time(torch, index, lambda: a @ b, iters)
-            entry["%s_tflops" % name] = 2 * n**3 / seconds / 1e12
-            del a, b
-        torch.backends.cuda.matmul.allow_tf32 = False
-        gpus.append(entry)
-        torch.cuda.empty_cache()
-    return {"gpus": gpus}
+    index = _own_gpu(torch)
+    before = activity.snapshot(torch, index)
+    entry = {"index": index}
+    for name, dtype, tf32, iters in plans:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(n, n, device=index, dtype=dtype)
+        b = torch.randn(n, n, device=index, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        seconds = _sync_time(torch, index, lambda: a @ b, iters)
+        entry["%s_tflops" % name] = 2 * n**3 / seconds / 1e12
+        del a, b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    entry["activity"] = {"before": before, "after": activity.snapshot(torch, index)}
+    torch.cuda.empty_cache()
+    return {"gpus": [entry]}
 
 
 @gpu_task
@@ -166,13 +171,29 @@ def cuda_available(ctx):
     return passed("%d GPU(s) available to torch" % info["device_count"], evidence=evidence, metrics=metrics)
 
 
+def _ranks(ctx):
+    return list(range(cuda_device_count(ctx)))
+
+
+def _merged(outcomes):
+    """The per-GPU entries of one task run on every rank, in GPU order."""
+    return sorted((entry for o in outcomes for entry in o.result["gpus"]), key=lambda g: g["index"])
+
+
+def _no_reference(findings, model):
+    findings.add("pass", "no reference for %s: judged against its sibling GPUs only" % model, "no_reference_for_model")
+    findings.note("no reference for %s: its figures are compared with the other GPUs of this host only" % model)
+
+
 @check("cuda.context", "L4", "Context creation, allocation and a matmul checked on the CPU",
        requires=["cuda.available"], budget_s=120)
 def cuda_context(ctx):
-    outcome = children.run_task(ctx, gpu_context)
-    if outcome.timed_out or not outcome.result or outcome.error:
-        return task_failure(outcome, "CUDA context test", "cuda_context_failed", "cuda_init_hang")
-    gpus = outcome.result["gpus"]
+    outcomes = children.run_each(ctx, gpu_context, _ranks(ctx))
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "CUDA context test", "cuda_context_failed", "cuda_init_hang")
+    if len(outcomes) > 1 and ctx.mode != "quick" and not ctx.facts.get("exclusive_gpus"):
+        children.prestart_isolated(ctx)  # the P2P worker imports torch while the benchmarks run
+    gpus = _merged(outcomes)
     metrics = {"gpu_count": len(gpus)}
     per_gpu_metrics(metrics, "context_s", {g["index"]: g["context_s"] for g in gpus})
     metrics["context_s"] = round(max(g["context_s"] for g in gpus), 3)  # the slowest GPU is the finding
@@ -192,8 +213,11 @@ def cuda_context(ctx):
                       signatures=["matmul_wrong_result"])
     low = [g["index"] for g in gpus if g["free_gib"] < 0.9 * g["total_gib"]]
     if low:
-        return warned("GPU %s has under 90%% of its memory free before any work" % low, evidence=evidence,
-                      metrics=metrics, signatures=["gpu_memory_held_by_process"])
+        held = ", ".join("GPU %d %.1f of %.1f GiB free" % (g["index"], g["free_gib"], g["total_gib"])
+                         for g in gpus if g["index"] in low)
+        return warned("memory held by another process before any work: %s (figures above may be busy; training "
+                      "may run out of memory)" % held, evidence=evidence, metrics=metrics,
+                      signatures=["gpu_memory_held_by_process"])
     return passed("%d GPU(s): contexts in %.2f s at most, 1 GiB allocations and matmul correct" % (
         len(gpus), metrics["context_s"]), evidence=evidence, metrics=metrics)
 
@@ -201,50 +225,54 @@ def cuda_context(ctx):
 @check("cuda.copy_bandwidth", "L4", "Host-device copy bandwidth, pinned and pageable",
        requires=["cuda.context"], modes=BENCH_MODES, budget_s=120)
 def cuda_copy_bandwidth(ctx):
-    outcome = children.run_task(ctx, gpu_copy_bandwidth, {"mib": 256, "iters": 10 if ctx.mode == "standard" else 30})
-    if outcome.timed_out or not outcome.result or outcome.error:
-        return task_failure(outcome, "copy bandwidth test", "copy_failed")
-    gpus = outcome.result["gpus"]
+    outcomes = children.run_each(ctx, gpu_copy_bandwidth, _ranks(ctx),
+                                 {"mib": 256, "iters": 10 if ctx.mode == "standard" else 30}, parallel=False)
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "copy bandwidth test", "copy_failed")
+    gpus = _merged(outcomes)
     metrics = {}
     for key in ("h2d_pinned_gbs", "d2h_pinned_gbs", "h2d_pageable_gbs", "d2h_pageable_gbs"):
         per_gpu_metrics(metrics, key, {g["index"]: g[key] for g in gpus})
-    ctx.facts["copy_bandwidth"] = gpus
+    ctx.facts["copy_bandwidth"] = [{k: v for k, v in g.items() if k != "activity"} for g in gpus]
     evidence = "\n".join("GPU %(index)d: H2D pinned %(h2d_pinned_gbs).1f, D2H pinned %(d2h_pinned_gbs).1f, "
                          "H2D pageable %(h2d_pageable_gbs).1f, D2H pageable %(d2h_pageable_gbs).1f GB/s" % g
                          for g in gpus)
-    ceiling = ctx.facts.get("pcie_max_gbs")
-    slow = slow_siblings({g["index"]: g["h2d_pinned_gbs"] for g in gpus})
-    if ceiling and metrics["h2d_pinned_gbs"] < 0.6 * ceiling:
-        return warned("pinned H2D %.1f GB/s is under 60%% of the link's %.1f GB/s" % (metrics["h2d_pinned_gbs"],
-                      ceiling), evidence=evidence, metrics=metrics, signatures=["copy_bandwidth_low"])
-    if slow:
-        return warned("GPU %s copies far slower than its siblings" % slow, evidence=evidence, metrics=metrics,
-                      signatures=["gpu_slower_than_siblings"])
-    return passed("pinned H2D %.1f / D2H %.1f GB/s (worst GPU)%s" % (
-        metrics["h2d_pinned_gbs"], metrics["d2h_pinned_gbs"],
-        ", link ceiling %.1f GB/s" % ceiling if ceiling else ""), evidence=evidence, metrics=metrics)
+    sku, model = reference(ctx)
+    findings, busy = Findings(), busy_gpus(ctx, gpus)
+    if sku is None:
+        _no_reference(findings, model)
+    for key, label in (("h2d_pinned_gbs", "pinned H2D"), ("d2h_pinned_gbs", "pinned D2H")):
+        expected = expectations.expected_host_copy(sku, key, ctx.facts.get("pcie_link")) if sku else None
+        judge_per_gpu(findings, ctx, label, {g["index"]: g[key] for g in gpus}, expected, "GB/s",
+                      "copy_bandwidth_low", busy if key.startswith("h2d") else {})
+    return findings.outcome("pinned H2D %.1f / D2H %.1f GB/s (worst GPU)" % (
+        metrics["h2d_pinned_gbs"], metrics["d2h_pinned_gbs"]), evidence, metrics)
 
 
 @check("cuda.matmul", "L4", "Matmul throughput (bf16, fp16, TF32, fp32)", requires=["cuda.context"],
        modes=BENCH_MODES, budget_s=120)
 def cuda_matmul(ctx):
-    outcome = children.run_task(ctx, gpu_matmul, {"n": 8192})
-    if outcome.timed_out or not outcome.result or outcome.error:
-        return task_failure(outcome, "matmul benchmark", "matmul_failed")
-    gpus = outcome.result["gpus"]
+    outcomes = children.run_each(ctx, gpu_matmul, _ranks(ctx), {"n": 8192})
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "matmul benchmark", "matmul_failed")
+    gpus = _merged(outcomes)
     metrics = {}
     for name in ("bf16", "fp16", "tf32", "fp32"):
         per_gpu_metrics(metrics, "matmul_%s_tflops" % name, {g["index"]: g["%s_tflops" % name] for g in gpus})
-    ctx.facts["matmul"] = gpus
+    ctx.facts["matmul"] = [{k: v for k, v in g.items() if k != "activity"} for g in gpus]
     evidence = "\n".join("GPU %(index)d: bf16 %(bf16_tflops).0f, fp16 %(fp16_tflops).0f, tf32 %(tf32_tflops).0f, "
                          "fp32 %(fp32_tflops).1f TFLOP/s (8192^3)" % g for g in gpus)
-    slow = slow_siblings({g["index"]: g["bf16_tflops"] for g in gpus})
-    if slow:
-        return warned("GPU %s computes far slower than its siblings (bf16)" % slow, evidence=evidence,
-                      metrics=metrics, signatures=["gpu_slower_than_siblings"])
-    return passed("bf16 %.0f, fp16 %.0f, TF32 %.0f, fp32 %.1f TFLOP/s (worst GPU)" % tuple(
-        metrics["matmul_%s_tflops" % n] for n in ("bf16", "fp16", "tf32", "fp32")), evidence=evidence,
-        metrics=metrics)
+    sku, model = reference(ctx)
+    findings, busy = Findings(), busy_gpus(ctx, gpus)
+    if sku is None:
+        _no_reference(findings, model)
+    for name in ("bf16", "fp16", "tf32"):
+        metric = "matmul_%s_tflops" % name
+        expected = expectations.expected_matmul(sku, metric) if sku else None
+        judge_per_gpu(findings, ctx, "%s matmul" % name, {g["index"]: g["%s_tflops" % name] for g in gpus},
+                      expected, "TFLOP/s", "matmul_below_expected", busy if name == "bf16" else {})
+    return findings.outcome("bf16 %.0f, fp16 %.0f, TF32 %.0f, fp32 %.1f TFLOP/s (worst GPU)" % tuple(
+        metrics["matmul_%s_tflops" % n] for n in ("bf16", "fp16", "tf32", "fp32")), evidence, metrics)
 
 
 @check("cuda.p2p", "L4", "Peer access and GPU-to-GPU copy bandwidth", requires=["cuda.context"],
@@ -252,7 +280,11 @@ def cuda_matmul(ctx):
 def cuda_p2p(ctx):
     if cuda_device_count(ctx) < 2:
         return skipped("one GPU: no peer to test")
-    outcome = children.run_task(ctx, gpu_p2p, {"mib": 1024})
+    if ctx.facts.get("exclusive_gpus"):
+        return skipped("compute mode EXCLUSIVE_PROCESS on GPU %s: a process may hold one GPU only and peer copies "
+                       "need two; comm.nccl tests the links between the ranks' own processes" %
+                       ",".join(ctx.facts["exclusive_gpus"]))
+    outcome = children.run_task(ctx, gpu_p2p, {"mib": 1024}, isolated=True)
     if outcome.timed_out or not outcome.result or outcome.error:
         return task_failure(outcome, "P2P test", "p2p_failed")
     pairs = outcome.result["pairs"]
@@ -260,9 +292,21 @@ def cuda_p2p(ctx):
     for p in pairs:
         metrics["p2p_copy_gbs.%d_%d" % (p["src"], p["dst"])] = round(p["copy_gbs"], 1)
     evidence = "\n".join("GPU %(src)d -> %(dst)d: peer access %(access)s, %(copy_gbs).0f GB/s" % p for p in pairs)
+    findings = Findings()
     no_access = ["%d->%d" % (p["src"], p["dst"]) for p in pairs if not p["access"]]
     if no_access:
-        return warned("no peer access for %s: copies bounce through the host" % ", ".join(no_access),
-                      evidence=evidence, metrics=metrics, signatures=["p2p_unavailable"])
-    return passed("peer access between all %d pairs, slowest copy %.0f GB/s" % (len(pairs), metrics["p2p_copy_gbs"]),
-                  evidence=evidence, metrics=metrics)
+        findings.add("warn", "no peer access for %s: copies bounce through the host" % ", ".join(no_access),
+                     "p2p_unavailable")
+    sku, model = reference(ctx)
+    links = (ctx.facts.get("topology") or {}).get("links", {})
+    if sku is None:
+        _no_reference(findings, model)
+    for p in pairs:
+        link = links.get("%d-%d" % tuple(sorted((p["src"], p["dst"]))))
+        if sku is None or link is None:
+            continue
+        expected = expectations.expected_p2p(sku, link)
+        judge_per_gpu(findings, ctx, "-> %d copy" % p["dst"], {p["src"]: p["copy_gbs"]}, expected, "GB/s",
+                      "p2p_below_expected")
+    return findings.outcome("peer access between all %d pairs, slowest copy %.0f GB/s" % (
+        len(pairs), metrics["p2p_copy_gbs"]), evidence, metrics)

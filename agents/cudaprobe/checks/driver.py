@@ -5,7 +5,8 @@ import os
 import re
 import sys
 
-from agents.cudaprobe import children, nvsmi, proc
+from agents.cudaprobe import children, expectations, nvsmi, proc
+from agents.cudaprobe.judge import reference as judge_reference
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
 
@@ -30,7 +31,6 @@ APPLICATION_XIDS = {13: "graphics engine exception", 31: "GPU memory page fault"
 # clocks_event_reasons bits (nvml.h nvmlClocksEventReason*): idle and app clocks are benign.
 THROTTLE_BITS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal slowdown",
                  0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown"}
-PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
 def _driver_query_limit(ctx, timeout=None):
@@ -185,6 +185,7 @@ def driver_gpu_state(ctx):
     evidence = "\n".join(_row_line(r, keys) for r in rows)
     prohibited = [r["index"] for r in rows if r.get("compute_mode", "").lower() == "prohibited"]
     exclusive = [r["index"] for r in rows if "exclusive" in r.get("compute_mode", "").lower()]
+    ctx.facts["exclusive_gpus"] = exclusive
     no_persistence = [r["index"] for r in rows if r.get("persistence_mode", "").lower() == "disabled"]
     metrics = {"gpu_count": len(rows)}
     if prohibited:
@@ -257,9 +258,9 @@ def driver_pcie_link(ctx):
     if rows:
         first = rows[0]
         gen, width = nvsmi.numeric(first, keys[1]), nvsmi.numeric(first, keys[3])
-        if gen in PCIE_GEN_GBS_PER_LANE and width:
-            metrics["pcie_max_gbs_per_direction"] = round(PCIE_GEN_GBS_PER_LANE[gen] * width, 1)
-            ctx.facts["pcie_max_gbs"] = metrics["pcie_max_gbs_per_direction"]
+        if expectations.pcie_gbs(gen, width):
+            metrics["pcie_max_gbs_per_direction"] = expectations.pcie_gbs(gen, width)
+            ctx.facts["pcie_link"] = (gen, width)
     evidence = "\n".join(_row_line(r, keys) for r in rows)
     if degraded_width:
         return warned("PCIe link narrower than its maximum: %s (reseat or check the riser)" %
@@ -318,6 +319,45 @@ def driver_processes(ctx):
         return warned("%d MiB of GPU memory in use by processes not visible here (another container?)" % used,
                       evidence=listing_text, metrics=metrics, signatures=["gpu_memory_held_by_process"])
     return passed("no compute process holds GPU memory", evidence=listing_text, metrics=metrics)
+
+
+@check("driver.topology", "L1", "How the GPUs are linked (NVLink, PCIe, across sockets)", requires=["driver.nvidia_smi"])
+def driver_topology(ctx):
+    gpus = ctx.facts.get("driver_gpus") or []
+    if len(gpus) < 2:
+        return passed("one GPU: no links between GPUs to read")
+    result = _smi(ctx, ["topo", "-m"])
+    if not result.ok:
+        return skipped("nvidia-smi topo -m did not answer (%s): links judged without the topology" %
+                       (nvsmi.failure_signature(result) or "no output"))
+    topology = nvsmi.parse_topology(result.stdout)
+    if not topology or not topology["links"]:
+        return warned("nvidia-smi topo -m printed no GPU matrix: links judged without the topology",
+                      evidence=result.stdout[:2000], signatures=["topology_unparsed"])
+    ctx.facts["topology"] = topology
+    links = topology["links"]
+    summary = ", ".join("GPU %s %s" % (pair, kind) for pair, kind in sorted(links.items())[:8])
+    metrics = {}
+    nvlinks = [int(kind[2:]) for kind in links.values() if kind.startswith("NV")]
+    if nvlinks:
+        metrics["nvlinks_min"] = min(nvlinks)
+    sku, _ = judge_reference(ctx)
+    # SXM boards join every pair of GPUs by NVLink (directly or through NVSwitch); bridged PCIe cards may not.
+    if sku and sku["nvlink_links"] and not sku.get("nvlink_bridge"):
+        missing = sorted(pair for pair, kind in links.items() if not kind.startswith("NV"))
+        if missing:
+            return failed("GPU pair(s) %s of this %s board are not joined by NVLink (%s): a link or NVSwitch is down, "
+                          "or the fabric manager is not running" % (", ".join(missing), sku["key"],
+                          ", ".join(links[p] for p in missing)), evidence=result.stdout, metrics=metrics,
+                          signatures=["nvlink_missing"])
+        # The pairs of such a board are bonded alike (NV18 through NVSwitch, NV4 or NV6 in a direct mesh).
+        usual = max(set(nvlinks), key=nvlinks.count)
+        fewer = sorted(pair for pair, kind in links.items() if int(kind[2:]) < usual)
+        if fewer:
+            return warned("GPU pair(s) %s have fewer NVLinks than the other pairs (NV%d): %s" % (
+                ", ".join(fewer), usual, ", ".join(links[p] for p in fewer)), evidence=result.stdout,
+                metrics=metrics, signatures=["nvlink_degraded"])
+    return passed(summary, evidence=result.stdout, metrics=metrics)
 
 
 XID_LINE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")

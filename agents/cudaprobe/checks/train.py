@@ -8,9 +8,9 @@ import os
 import time
 
 from agents.cudaprobe import children
-from agents.cudaprobe.checks.comm import all_ok, init_group
+from agents.cudaprobe.checks.comm import init_group
 from agents.cudaprobe.checks.torch import cuda_device_count
-from agents.cudaprobe.judge import per_gpu_metrics, slow_siblings, task_failure
+from agents.cudaprobe.judge import all_ok, per_gpu_metrics, slow_siblings, task_failure
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
 

@@ -1,0 +1,188 @@
+"""What a healthy GPU of a given model should reach, kept as data in the agent, and the rule that judges a figure.
+
+Each SKU row holds the vendor's peak dense figures (datasheets print sparse figures too: those are halved here),
+its memory and host link, and its NVLink. A healthy node reaches a fraction of each peak; HEALTHY_FRACTION holds
+that fraction, calibrated on the real H200 runs kept in tests/fixtures/real/ (bench/calibrate_expectations.py
+prints it again from those reports). For other SKUs the same fraction is assumed and the evidence says so.
+
+The rule for every benchmark figure (judge): below half of what its model and topology should reach is a failure,
+below 85 % a warning; the evidence shows measured / expected. An unknown model has no reference: its figures are
+judged against their sibling GPUs only, and the check says "no reference for <model>".
+"""
+
+FAIL_BELOW = 0.5
+WARN_BELOW = 0.85
+
+# Median measured / peak on the real 2 x H200 and 1 x H200 runs (12 GPU-runs each; NCCL and P2P 4 runs), 2026-11-30.
+HEALTHY_FRACTION = {
+    "matmul_bf16_tflops": 0.796,   # 787.9 of 989.4
+    "matmul_fp16_tflops": 0.744,   # 736.1 of 989.4
+    "matmul_tf32_tflops": 0.702,   # 347.5 of 494.7
+    "matmul_fp32_tflops": 0.755,   # 50.5 of 66.9
+    "h2d_pinned_gbs": 0.878,       # 55.35 of 63.0 (PCIe gen5 x16, per direction)
+    "d2h_pinned_gbs": 0.877,       # 55.26 of 63.0
+    "p2p_copy_gbs": 0.876,         # 394.0 of 450 (18 NVLink 4 links x 25 GB/s per direction)
+    "nccl_busbw_gbs": 0.711,       # 319.9 of 450 at 1 GiB, 2 GPUs over NVLink
+}
+CALIBRATED_ON = "H200"
+# Figures with no peak to scale from: measured directly per SKU (median of the same runs).
+MEASURED = {
+    "H200": {"resnet18_amp_bf16_img_s": 12794.0},
+}
+
+# Per-lane throughput of one PCIe direction after encoding (GB/s): 8b/10b for gen 1-2, 128b/130b for gen 3-5,
+# FLIT for gen 6.
+PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+SKUS = (
+    # key, nvidia-smi names, bf16 / fp16 / tf32 / fp32 dense TFLOP/s, memory GB/s, PCIe gen x width,
+    # NVLink links and GB/s per link per direction (0: none), sources.
+    {"key": "H200", "names": ("NVIDIA H200",), "bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9,
+     "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/en-us/data-center/h200/",
+                 "https://resources.nvidia.com/en-us-data-center-overview-mc/en-us-data-center-overview/hpc-datasheet-sc23-h200")},
+    {"key": "H200 NVL", "names": ("NVIDIA H200 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
+     "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "sources": ("https://www.nvidia.com/en-us/data-center/h200/",)},
+    {"key": "H100 SXM", "names": ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"), "bf16": 989.4, "fp16": 989.4,
+     "tf32": 494.7, "fp32": 66.9, "memory_gbs": 3350, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
+     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+                 "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper")},
+    {"key": "H100 PCIe", "names": ("NVIDIA H100 PCIe",), "bf16": 756.5, "fp16": 756.5, "tf32": 378.0, "fp32": 51.2,
+     "memory_gbs": 2000, "pcie": (5, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",)},
+    {"key": "H100 NVL", "names": ("NVIDIA H100 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
+     "memory_gbs": 3900, "pcie": (5, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",)},
+    {"key": "A100 SXM 80GB", "names": ("NVIDIA A100-SXM4-80GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
+     "fp32": 19.5, "memory_gbs": 2039, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
+    {"key": "A100 SXM 40GB", "names": ("NVIDIA A100-SXM4-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
+     "fp32": 19.5, "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
+    {"key": "A100 PCIe 80GB", "names": ("NVIDIA A100 80GB PCIe",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
+     "fp32": 19.5, "memory_gbs": 1935, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "nvlink_bridge": True,
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
+    {"key": "A100 PCIe 40GB", "names": ("NVIDIA A100-PCIE-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
+     "fp32": 19.5, "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "nvlink_bridge": True,
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
+    {"key": "L40S", "names": ("NVIDIA L40S",), "bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6,
+     "memory_gbs": 864, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "sources": ("https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413",)},
+    {"key": "L4", "names": ("NVIDIA L4",), "bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3,
+     "memory_gbs": 300, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "sources": ("https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet",)},
+    {"key": "A10", "names": ("NVIDIA A10",), "bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2,
+     "memory_gbs": 600, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf",)},
+    {"key": "B200", "names": ("NVIDIA B200",), "bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp32": 75.0,
+     "memory_gbs": 7700, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 50,
+     "sources": ("https://resources.nvidia.com/en-us-blackwell-architecture/hgx-b200-datasheet",)},
+)
+MATMUL_KEYS = {"matmul_bf16_tflops": "bf16", "matmul_fp16_tflops": "fp16", "matmul_tf32_tflops": "tf32",
+               "matmul_fp32_tflops": "fp32"}
+
+
+def sku_for(name):
+    """The SKU row whose nvidia-smi name is `name` (case and spacing ignored), or None."""
+    wanted = " ".join((name or "").lower().split())
+    for sku in SKUS:
+        if wanted in (n.lower() for n in sku["names"]):
+            return sku
+    return None
+
+
+def pcie_gbs(gen, width):
+    """One direction of a PCIe link, GB/s, or None when the generation is unknown."""
+    per_lane = PCIE_GEN_GBS_PER_LANE.get(gen)
+    return round(per_lane * width, 1) if per_lane and width else None
+
+
+def nvlink_gbs(sku, links):
+    """One direction of `links` NVLinks of this SKU, GB/s."""
+    return links * sku["nvlink_link_gbs"]
+
+
+class Expected:
+    """What a figure should reach, and where that comes from (shown in the evidence)."""
+
+    def __init__(self, value, basis, calibrated):
+        self.value = value
+        self.basis = basis
+        self.calibrated = calibrated  # the fraction was measured on this SKU, not assumed from another
+
+    def __repr__(self):
+        return "Expected(%.1f, %r)" % (self.value, self.basis)
+
+
+def _fraction(sku, metric):
+    return HEALTHY_FRACTION[metric], sku["key"] == CALIBRATED_ON
+
+
+def expected_matmul(sku, metric):
+    peak = sku[MATMUL_KEYS[metric]]
+    fraction, calibrated = _fraction(sku, metric)
+    return Expected(peak * fraction, "%.0f%% of %s's %.1f TFLOP/s dense peak" % (100 * fraction, sku["key"], peak),
+                    calibrated)
+
+
+def expected_host_copy(sku, metric, link=None):
+    """H2D / D2H pinned: a fraction of the PCIe link the GPU trained to its maximum (else the SKU's)."""
+    gen, width = link or sku["pcie"]
+    ceiling = pcie_gbs(gen, width)
+    if not ceiling:
+        return None
+    fraction, calibrated = _fraction(sku, metric)
+    return Expected(ceiling * fraction, "%.0f%% of PCIe gen%d x%d (%.1f GB/s per direction)" % (
+        100 * fraction, gen, width, ceiling), calibrated)
+
+
+def link_gbs(sku, link):
+    """One direction of the link between two GPUs, from its `topo -m` kind ("NV18", "PIX", "SYS"...)."""
+    if link.startswith("NV") and sku["nvlink_links"]:
+        return nvlink_gbs(sku, int(link[2:] or 0)), "%s (%d NVLinks x %d GB/s)" % (link, int(link[2:] or 0),
+                                                                                  sku["nvlink_link_gbs"])
+    ceiling = pcie_gbs(*sku["pcie"])
+    return ceiling, "%s over PCIe gen%d x%d (%.1f GB/s)" % (link, sku["pcie"][0], sku["pcie"][1], ceiling)
+
+
+def expected_p2p(sku, link):
+    gbs, basis = link_gbs(sku, link)
+    fraction, calibrated = _fraction(sku, "p2p_copy_gbs")
+    return Expected(gbs * fraction, "%.0f%% of %s" % (100 * fraction, basis), calibrated and link.startswith("NV"))
+
+
+def expected_busbw(sku, links):
+    """NCCL all-reduce busbw at 1 GiB over GPUs joined by `links` (the kinds between every pair): bounded by the
+    slowest pair's link. Calibrated on 2 x H200 over NVLink; other counts and topologies are estimates."""
+    slowest = min(links, key=lambda link: link_gbs(sku, link)[0])
+    gbs, basis = link_gbs(sku, slowest)
+    fraction, calibrated = _fraction(sku, "nccl_busbw_gbs")
+    return Expected(gbs * fraction, "%.0f%% of the slowest pair's link, %s" % (100 * fraction, basis),
+                    calibrated and slowest.startswith("NV") and len(links) == 1)
+
+
+def expected_measured(sku, metric):
+    value = MEASURED.get(sku["key"], {}).get(metric)
+    if value is None:
+        return None
+    return Expected(value, "median of the real %s runs" % sku["key"], True)
+
+
+def judge(measured, expected):
+    """pass | warn | fail for one figure against its expectation, and measured / expected."""
+    ratio = measured / expected.value if expected.value else 0.0
+    if ratio < FAIL_BELOW:
+        return "fail", ratio
+    if ratio < WARN_BELOW:
+        return "warn", ratio
+    return "pass", ratio
+
+
+def describe(label, measured, expected, ratio, unit):
+    """One evidence line: measured / expected (ratio), and the basis of the expectation."""
+    return "%s %.1f / %.1f %s expected (%.0f%%; %s%s)" % (
+        label, measured, expected.value, unit, 100 * ratio, expected.basis,
+        "" if expected.calibrated else ", fraction assumed from %s" % CALIBRATED_ON)
