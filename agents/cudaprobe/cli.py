@@ -27,6 +27,8 @@ def build_parser():
     parser.add_argument("--master", help="ADDR:PORT of rank 0 for the cross-node pair")
     parser.add_argument("--world", type=int, default=2, help="ranks in the cross-node pair (2)")
     parser.add_argument("--peer-timeout", type=float, default=60.0, help="seconds to wait for the peer")
+    parser.add_argument("--since", metavar="ISO_TIME", help="the node's previous validation: kernel-log Xid "
+                        "errors older than this are history, not a failure")
     parser.add_argument("--record", metavar="FILE", help="also write the GPU tasks' raw outcomes and the run's facts "
                         "to FILE (JSON), for replaying the judging on real figures")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
@@ -42,7 +44,7 @@ def main(argv=None):
         for spec in sorted(specs, key=lambda s: (LAYERS.index(s.layer), s.order)):
             print("%-9s %-26s %-22s %s" % (spec.layer, spec.id, ",".join(spec.modes), spec.title))
         return 0
-    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout}
+    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since}
     skip = list(args.skip)
     if args.peer_role:
         if not args.master or ":" not in args.master or args.world != 2:

@@ -125,7 +125,7 @@ def _run_one(spec, ctx):
         "metrics": outcome.metrics,
         "evidence": bounded(outcome.evidence),
         "signatures": outcome.signatures,
-        "blocked_by": blocker,
+        "blocked_by": blocker or (outcome.blocked_by if outcome.status == SKIP else None),
     }
 
 

@@ -15,10 +15,10 @@ WARN_BELOW = 0.85
 
 # Median measured / peak on the real 2 x H200 and 1 x H200 runs (12 GPU-runs each; NCCL and P2P 4 runs), 2026-11-30.
 HEALTHY_FRACTION = {
-    "matmul_bf16_tflops": 0.796,   # 787.9 of 989.4
-    "matmul_fp16_tflops": 0.744,   # 736.1 of 989.4
-    "matmul_tf32_tflops": 0.702,   # 347.5 of 494.7
-    "matmul_fp32_tflops": 0.755,   # 50.5 of 66.9
+    "matmul_bf16_tflops": 0.796,   # 787.9 of 989.5
+    "matmul_fp16_tflops": 0.744,   # 736.1 of 989.5
+    "matmul_tf32_tflops": 0.703,   # 347.5 of 494.5
+    "matmul_fp32_tflops": 0.754,   # 50.5 of 67
     "h2d_pinned_gbs": 0.878,       # 55.35 of 63.0 (PCIe gen5 x16, per direction)
     "d2h_pinned_gbs": 0.877,       # 55.26 of 63.0
     "p2p_copy_gbs": 0.876,         # 394.0 of 450 (18 NVLink 4 links x 25 GB/s per direction)
@@ -34,52 +34,64 @@ MEASURED = {
 # FLIT for gen 6.
 PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
+# key, nvidia-smi names (as NVML reports them), bf16 / fp16 / tf32 / fp32 dense TFLOP/s (sparse datasheet figures
+# halved), memory GB/s, PCIe (gen, width), NVLink links per GPU and GB/s per link per direction (0: none; bridged
+# PCIe cards: links = bridge GB/s bidirectional / 50), sources. H100 PCIe's NVLink bridge was not confirmed by a
+# source we read, so it is listed without NVLink. Where NVLink exists, the links between two GPUs are read from
+# `nvidia-smi topo -m` (NV<n>), so the table's link count only says what a full board has.
 SKUS = (
-    # key, nvidia-smi names, bf16 / fp16 / tf32 / fp32 dense TFLOP/s, memory GB/s, PCIe gen x width,
-    # NVLink links and GB/s per link per direction (0: none), sources.
-    {"key": "H200", "names": ("NVIDIA H200",), "bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9,
+    {"key": "H200", "names": ("NVIDIA H200",), "bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0,
      "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
      "sources": ("https://www.nvidia.com/en-us/data-center/h200/",
-                 "https://resources.nvidia.com/en-us-data-center-overview-mc/en-us-data-center-overview/hpc-datasheet-sc23-h200")},
+                 "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")},
     {"key": "H200 NVL", "names": ("NVIDIA H200 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
      "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25, "nvlink_bridge": True,
-     "sources": ("https://www.nvidia.com/en-us/data-center/h200/",)},
-    {"key": "H100 SXM", "names": ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"), "bf16": 989.4, "fp16": 989.4,
-     "tf32": 494.7, "fp32": 66.9, "memory_gbs": 3350, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
-     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
-                 "https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper")},
-    {"key": "H100 PCIe", "names": ("NVIDIA H100 PCIe",), "bf16": 756.5, "fp16": 756.5, "tf32": 378.0, "fp32": 51.2,
-     "memory_gbs": 2000, "pcie": (5, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
-     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",)},
+     "sources": ("https://www.nvidia.com/en-us/data-center/h200/",
+                 "https://github.com/NVIDIA/DCGM/blob/72fa3feaa67d716a75323a8f47c34ff3ee73f824/nvvs/diag-skus.yaml.in")},
+    {"key": "H100 SXM", "names": ("NVIDIA H100 80GB HBM3",), "bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0,
+     "memory_gbs": 3350, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/en-us/data-center/h100/",
+                 "https://glennklockwood.com/garden/processors/h100")},
+    {"key": "H100 PCIe", "names": ("NVIDIA H100 PCIe",), "bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0,
+     "memory_gbs": 2000, "pcie": (5, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "sources": ("https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md",
+                 "https://github.com/qoofyk/LLM_Sizing_Guide/issues/3")},
     {"key": "H100 NVL", "names": ("NVIDIA H100 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
      "memory_gbs": 3900, "pcie": (5, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
-     "sources": ("https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",)},
-    {"key": "A100 SXM 80GB", "names": ("NVIDIA A100-SXM4-80GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
-     "fp32": 19.5, "memory_gbs": 2039, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
-     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
-    {"key": "A100 SXM 40GB", "names": ("NVIDIA A100-SXM4-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
-     "fp32": 19.5, "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
-     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
-    {"key": "A100 PCIe 80GB", "names": ("NVIDIA A100 80GB PCIe",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
-     "fp32": 19.5, "memory_gbs": 1935, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
-     "nvlink_bridge": True,
-     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
-    {"key": "A100 PCIe 40GB", "names": ("NVIDIA A100-PCIE-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0,
-     "fp32": 19.5, "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
-     "nvlink_bridge": True,
-     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",)},
+     "sources": ("https://www.nvidia.com/en-us/data-center/h100/",
+                 "https://github.com/NVIDIA/DCGM/blob/72fa3feaa67d716a75323a8f47c34ff3ee73f824/nvvs/diag-skus.yaml.in")},
+    {"key": "A100 SXM 80GB", "names": ("NVIDIA A100-SXM4-80GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
+     "memory_gbs": 2039, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
+                 "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
+    {"key": "A100 SXM 40GB", "names": ("NVIDIA A100-SXM4-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
+     "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
+                 "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
+    {"key": "A100 PCIe 80GB", "names": ("NVIDIA A100 80GB PCIe",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
+     "memory_gbs": 1935, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
+                 "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
+    {"key": "A100 PCIe 40GB", "names": ("NVIDIA A100-PCIE-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
+     "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
+                 "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
     {"key": "L40S", "names": ("NVIDIA L40S",), "bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6,
      "memory_gbs": 864, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
-     "sources": ("https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413",)},
+     "sources": ("https://www.nvidia.com/en-us/data-center/l40s/",
+                 "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")},
     {"key": "L4", "names": ("NVIDIA L4",), "bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3,
      "memory_gbs": 300, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
-     "sources": ("https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet",)},
+     "sources": ("https://www.nvidia.com/en-us/data-center/l4/",
+                 "https://store.sourcecode.com/en-us/bg-bucket-compare/125/9820")},
     {"key": "A10", "names": ("NVIDIA A10",), "bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2,
      "memory_gbs": 600, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
-     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf",)},
+     "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
+                 "https://github.com/karpathy/llm.c/pull/621")},
     {"key": "B200", "names": ("NVIDIA B200",), "bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp32": 75.0,
      "memory_gbs": 7700, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 50,
-     "sources": ("https://resources.nvidia.com/en-us-blackwell-architecture/hgx-b200-datasheet",)},
+     "sources": ("https://resources.nvidia.com/en-us-blackwell-architecture/datasheet",
+                 "https://glennklockwood.com/garden/processors/B200")},
 )
 MATMUL_KEYS = {"matmul_bf16_tflops": "bf16", "matmul_fp16_tflops": "fp16", "matmul_tf32_tflops": "tf32",
                "matmul_fp32_tflops": "fp32"}

@@ -6,6 +6,10 @@ import statistics
 from agents.cudaprobe import expectations
 from agents.cudaprobe.model import FAIL, PASS, WARN, Outcome, failed
 
+# Lower-cased needles in the error text and the ranks' NCCL_DEBUG=INFO logs -> signature; the first match wins, so
+# the specific NCCL causes come before "nccl error". NCCL's own strings (NVIDIA/nccl src/bootstrap.cc,
+# src/misc/socket.cc, src/os/linux.cc, src/misc/shmutils.cc, src/misc/ibvwrap.cc, src/transport/net_ib) across
+# versions 2.14-2.30; see docs/adr/0005-judging-against-expectations.md for the sources.
 CUDA_ERROR_SIGNATURES = (
     ("out of memory", "oom"),
     ("busy or unavailable", "compute_mode_busy"),
@@ -15,8 +19,30 @@ CUDA_ERROR_SIGNATURES = (
     ("no kernel image is available", "arch_not_in_build"),
     ("forward compatibility", "driver_too_old_for_build"),
     ("driver version is insufficient", "driver_too_old_for_build"),
+    ("no socket interface found", "nccl_bad_interface"),
+    ("net/socket : no interface found", "nccl_bad_interface"),
+    ("no usable listening interface found", "nccl_bad_interface"),
+    ("is neither af_inet", "nccl_bad_interface"),
+    ("failed to initialize any net plugin", "nccl_bad_interface"),
+    ("shared memory segment", "nccl_shm_too_small"),
+    ("failed to extend /dev/shm", "nccl_shm_too_small"),
+    ("failed to create shared memory file", "nccl_shm_too_small"),
+    ("call to ibv_", "nccl_ib_error"),  # not "NET/IB": "NET/IB : No device found." is a healthy host's INFO
+    ("ibv_modify_qp failed", "nccl_ib_error"),
+    ("ibv_reg_mr", "nccl_ib_error"),
+    ("got completion from peer", "nccl_ib_error"),
+    ("got completion with error", "nccl_ib_error"),
+    ("local catastrophic error", "nccl_ib_error"),
+    ("transport retry counter exceeded", "nccl_ib_error"),
     ("address already in use", "rendezvous_port_in_use"),
     ("eaddrinuse", "rendezvous_port_in_use"),
+    ("no route to host", "nccl_no_route"),
+    ("connection refused", "nccl_peer_unreachable"),
+    ("exceeded error retry count", "nccl_peer_unreachable"),
+    ("exceeded retries", "nccl_peer_unreachable"),
+    ("connection closed by remote peer", "nccl_peer_unreachable"),
+    ("socket timeout", "rendezvous_timeout"),
+    ("diststoreerror", "rendezvous_timeout"),
     ("ncclsystemerror", "nccl_network"),
     ("ncclremoteerror", "nccl_network"),
     ("nccl error", "nccl_failed"),

@@ -18,7 +18,7 @@ def bounded(text, cap=EVIDENCE_CAP):
 class Outcome:
     """What a check function returns; the engine adds id, layer, title, timing and blocking."""
 
-    def __init__(self, status, summary, metrics=None, evidence="", signatures=(), details=None):
+    def __init__(self, status, summary, metrics=None, evidence="", signatures=(), details=None, blocked_by=None):
         assert status in STATUSES, status
         self.status = status
         self.summary = summary
@@ -26,6 +26,7 @@ class Outcome:
         self.evidence = evidence
         self.signatures = list(signatures)
         self.details = details
+        self.blocked_by = blocked_by  # a skip caused by another check's finding: the checks above skip too
 
 
 def passed(summary, **kw):

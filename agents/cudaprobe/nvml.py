@@ -65,7 +65,8 @@ def _gpu(nv, index):
                                       fmt=lambda v: "Yes" if v else "No"),
         "clocks_event_reasons.active": _get(reasons, h, fmt=lambda v: "0x%016x" % v),
     }
-    q = {"bus_id": row["pci.bus_id"], "name": row["name"], "vbios": _get(nv.nvmlDeviceGetVbiosVersion, h)}
+    q = {"bus_id": row["pci.bus_id"], "name": row["name"], "vbios": _get(nv.nvmlDeviceGetVbiosVersion, h),
+         "mig_mode": _get(lambda: nv.nvmlDeviceGetMigMode(h)[0], fmt=enabled)}
     remap = _get(nv.nvmlDeviceGetRemappedRows, h, fmt=list)
     if remap != NA:
         correctable, uncorrectable, pending, failure = remap[:4]

@@ -91,6 +91,7 @@ def parse_query_text(text):
             ("name", r"Product Name\s*:\s*(.+)"),
             ("vbios", r"VBIOS Version\s*:\s*(.+)"),
             ("performance_state", r"Performance State\s*:\s*(\S+)"),
+            ("mig_mode", r"MIG Mode\s*\n\s*Current\s*:\s*(\S+)"),
         ):
             match = re.search(pattern, block)
             if match:

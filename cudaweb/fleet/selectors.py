@@ -44,3 +44,33 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     return {"page": current, "counts": counts, "total": sum(counts.values()), "gpu_models": gpu_models,
             "labels": labels, "layers": LAYERS}
 
+
+
+GATING_ORDER = LAYERS + ("advisory",)
+
+
+def run_sections(*, checks, playbooks):
+    """The run page's order: the root cause (the lowest failing check, with its playbook and first fix and the
+    checks it made skip), then the other findings (fail, error, warn; each with what it made skip), the other
+    skips, and the passes, which the page folds away."""
+    layer_rank = {layer: i for i, layer in enumerate(GATING_ORDER)}
+    skipped_by = {}
+    for check in checks:
+        if check.status == "skip" and check.blocked_by:
+            skipped_by.setdefault(check.blocked_by, []).append(check)
+    failing = [c for c in checks if c.status in ("fail", "error")]
+    root = min(failing, key=lambda c: (layer_rank.get(c.layer, len(layer_rank)), c.position)) if failing else None
+
+    def entry(check):
+        triage = (playbooks.get(check.check_id) or {}).get("triage")
+        first = triage.playbooks[0] if triage is not None and triage.playbooks else None
+        return {"check": check, "inline": playbooks.get(check.check_id), "playbook": first.playbook if first else None,
+                "first_fix": first.playbook.fixes[0] if first and first.playbook.fixes else "",
+                "skipped": skipped_by.get(check.check_id, [])}
+
+    findings = [entry(c) for c in checks if c.status in ("fail", "error", "warn") and c is not root]
+    findings.sort(key=lambda e: ({"fail": 0, "error": 0, "warn": 1}[e["check"].status], e["check"].position))
+    shown = {c.check_id for c in checks if c.status in ("fail", "error", "warn")}
+    return {"root": entry(root) if root else None, "findings": findings,
+            "skips": [c for c in checks if c.status == "skip" and c.blocked_by not in shown],
+            "passes": [c for c in checks if c.status == "pass"]}

@@ -108,11 +108,16 @@ def run_execute(*, run_id):
     run = ValidationRun.objects.select_related("node", "node__credential").get(id=run_id)
     node = run.node
     budget = agent_budget_s(node, run.mode)
+    agent_args = ["--mode", run.mode, "--json"]
+    previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
+                                             finished__lt=run.created).order_by("-finished").only("finished").first())
+    if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
+        agent_args += ["--since", previous.finished.isoformat()]
     payload, digest = bundle.build()
     try:
         with Heartbeat(run.id), transport_for(node) as transport:
             agent_path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, agent_path, ["--mode", run.mode, "--json"], budget,
+            result = transport.run_agent(node.python_path, agent_path, agent_args, budget,
                                          on_stderr_line=_progress_recorder(run))
     except base.TimedOut as exc:
         run_finish(run=run, status=Status.TIMED_OUT, reason=str(exc), raw_output=exc.stdout + "\n" + exc.stderr)

@@ -159,6 +159,36 @@ def test_xid_79_in_the_kernel_log(scenario):
     assert result["status"] == "fail" and result["signatures"] == ["xid_critical", "gpu_fallen_off_bus"]
 
 
+def _boot_at(scenario, epoch):
+    scenario.write("stat", "cpu  1 2 3 4\nbtime %d\n" % epoch)
+    return {"CUDAPROBE_PROC_STAT": str(scenario.root / "stat")}
+
+
+def test_an_xid_older_than_the_previous_validation_is_history(scenario):
+    with open(scenario.root / "dmesg.txt", "a") as log:
+        log.write("[ 4711.000001] NVRM: Xid (PCI:0000:00:07): 79, pid=0, GPU has fallen off the bus.\n")
+    env = _boot_at(scenario, 1_764_000_000)  # the Xid at boot + 4711 s; the previous validation a day later
+    report, _ = run_agent(scenario, L1 + ("--since", "2025-11-25T16:00:00+00:00"), env=env)
+    result = check(report, "driver.xid")
+    assert result["status"] == "pass" and result["signatures"] == ["xid_history"]
+    assert result["metrics"]["xid_count_before_previous_validation"] == 1
+    report, _ = run_agent(scenario, L1 + ("--since", "2025-11-24T15:00:00+00:00"), env=env)  # before the Xid
+    assert check(report, "driver.xid")["signatures"] == ["xid_critical", "gpu_fallen_off_bus"]
+
+
+def test_mig_enabled_is_said_and_skips_l4_to_l6_with_the_reason(scenario):
+    scenario.edit("q.txt", "    MIG Mode\n        Current                                        : Disabled",
+                  "    MIG Mode\n        Current                                        : Enabled")
+    report, _ = run_agent(scenario, ("--mode", "quick", "--only", "cuda.context"),
+                          env={"CUDAPROBE_NVML": "0", "PYTHONPATH": "%s:%s" % (FAKE_TORCH, os.getcwd())})
+    state = check(report, "driver.gpu_state")
+    assert state["status"] == "warn" and state["signatures"] == ["mig_enabled"] and "GPU 0" in state["summary"]
+    for check_id in ("cuda.available", "cuda.context"):
+        assert check(report, check_id)["status"] == "skip"
+        assert check(report, check_id)["blocked_by"] == "driver.gpu_state"
+    assert report["verdict"] == "warn"
+
+
 def test_unreadable_kernel_log_is_a_skip_not_a_pass(scenario):
     os.unlink(scenario.root / "dmesg.txt")
     result = check(run_agent(scenario, L1)[0], "driver.xid")

@@ -114,3 +114,27 @@ def test_a_new_check_module_is_all_it_takes(tmp_path):
     assert result["id"] == "extra.whoami" and result["status"] == "pass", result
     assert result["summary"].endswith("said hello")
     assert result["metrics"]["worker_pid"] != result["metrics"]["agent_pid"]
+
+
+@pytest.mark.parametrize("text, signature", [
+    # NVIDIA/nccl issue texts and NCCL source strings (docs/adr/0005-judging-against-expectations.md)
+    ("ncclInternalError: Internal check failed.\nLast error:\nBootstrap : no socket interface found", "nccl_bad_interface"),
+    ("ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+     "nccl_bad_interface"),
+    ("misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned 113(No route to host) "
+     "errno 115(Operation now in progress)", "nccl_no_route"),
+    ("NCCL INFO socketPollConnect: connect to 10.29.224.148<52333> returned Connection refused, retrying (18/34)",
+     "nccl_peer_unreachable"),
+    ("misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space "
+     "left on device (28)", "nccl_shm_too_small"),
+    ("Last error:\nError while creating shared memory segment /dev/shm/nccl-EoOvZr (size 7340384)",
+     "nccl_shm_too_small"),
+    ("misc/socket.cc:409 NCCL WARN Call to bind failed: Address already in use", "rendezvous_port_in_use"),
+    ("but store->get('0') got error: Socket Timeout", "rendezvous_timeout"),
+    ("NCCL INFO NET/IB : No device found.\nncclSystemError: System call (e.g. socket, malloc) failed",
+     "nccl_network"),
+])
+def test_nccl_failures_are_named(text, signature):
+    from agents.cudaprobe.judge import signature_for_error
+
+    assert signature_for_error(text, "nccl_failed") == signature

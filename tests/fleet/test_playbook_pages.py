@@ -71,3 +71,29 @@ def test_triage_upload_over_the_cap_is_refused(operator_client, settings):
     upload = SimpleUploadedFile("big.log", b"x" * 101)
     body = operator_client.post(reverse("playbooks:triage"), {"upload": upload}).content.decode()
     assert "the limit is 100 bytes" in body and 'id="triage-result"' not in body
+
+
+def test_run_page_opens_with_the_root_cause_then_findings_and_folds_the_passes(operator_client, admin_user):
+    node = Node.objects.create(name="gpu-8", transport=Node.Transport.LOCAL)
+    run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.FAILED, requested_by=admin_user)
+    rows = [  # (check, layer, status, signatures, blocked_by), in report order
+        ("host.system", "L0", "pass", [], ""),
+        ("driver.processes", "L1", "warn", ["gpu_memory_held_by_process"], ""),
+        ("cuda.context", "L4", "fail", ["compute_mode_busy"], ""),
+        ("comm.nccl", "L5", "fail", ["nccl_failed"], ""),
+        ("cuda.matmul", "L4", "skip", [], "cuda.context"),
+        ("train.resnet18", "L6", "skip", [], "cuda.context"),
+    ]
+    for position, (check_id, layer, status, signatures, blocked_by) in enumerate(rows):
+        CheckResult.objects.create(run=run, position=position, check_id=check_id, layer=layer, title=check_id,
+                                   status=status, summary="%s summary" % check_id, signatures=signatures,
+                                   blocked_by=blocked_by)
+    page = operator_client.get(reverse("runs:run_detail", args=[run.id])).content.decode()
+    root = page[page.index('id="root-cause"'):page.index("</section>")]
+    assert "Root cause: cuda.context" in root and "GPU busy or unavailable" in root and 'id="first-fix"' in root
+    assert "2 check(s) skipped because of it: cuda.matmul, train.resnet18" in root
+    table = page[page.index("</section>"):]
+    order = [table.index(needle) for needle in ('id="playbook-cuda.context"', ">comm.nccl<", ">driver.processes<",
+                                                 'id="passes"', ">host.system<")]
+    assert order == sorted(order)  # root cause, then fails, then warnings; passes folded at the end
+    assert ">cuda.matmul<" not in table  # listed under its cause, not again as a skip

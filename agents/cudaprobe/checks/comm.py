@@ -3,12 +3,13 @@
 gpu_allreduce runs in one worker per rank (worker.py); the checks judge what the ranks return.
 """
 
+import inspect
 import os
 import re
 import time
 
 from agents.cudaprobe import children
-from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
+from agents.cudaprobe.checks.torch import cuda_device_count, torch_info, torch_too_old
 from agents.cudaprobe import expectations
 from agents.cudaprobe.checks.advice import nccl_settings
 from agents.cudaprobe.judge import Findings, all_ok, judge_per_gpu, reference, task_failure
@@ -16,6 +17,7 @@ from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
 
 TRANSPORT = re.compile(r"via (P2P/[A-Za-z/]+|SHM(?:/[A-Za-z]+)?|NET/[A-Za-z]+(?:/\d+)?|COLLNET\S*)")
+MIN_TORCH = (2, 2)  # the oldest torch these NCCL and training checks are made for
 NCCL_SIZES = {"standard": [1, 64, 1024], "full": [1, 8, 64, 256, 1024, 4096]}
 
 
@@ -37,7 +39,8 @@ def init_group(torch, backend, args):
         # The device is chosen before the group exists, so NCCL binds each rank to its own GPU.
         local = int(os.environ.get("LOCAL_RANK", rank))
         torch.cuda.set_device(local)
-        kwargs["device_id"] = torch.device("cuda", local)
+        if "device_id" in inspect.signature(dist.init_process_group).parameters:  # torch 2.3 and newer
+            kwargs["device_id"] = torch.device("cuda", local)
     started = time.perf_counter()
     dist.init_process_group(**kwargs)
     return dist, rank, world, time.perf_counter() - started
@@ -117,6 +120,9 @@ def comm_nccl(ctx):
     world = cuda_device_count(ctx)
     if world < 2:
         return skipped("one GPU: NCCL all-reduce needs two local ranks (use a cross-node pair)")
+    too_old = torch_too_old(ctx, MIN_TORCH)
+    if too_old:
+        return too_old
     sizes = NCCL_SIZES[ctx.mode]
     outcomes = children.run_ranks(ctx, gpu_allreduce, world, {"backend": "nccl", "sizes_mib": sizes, "timeout_s": 60},
                                   master=_master(ctx))

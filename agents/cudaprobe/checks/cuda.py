@@ -147,8 +147,11 @@ def gpu_p2p(args):
 
 
 @check("cuda.available", "L4", "torch.cuda.is_available and the device count",
-       requires=L4_BASE + ["host.cuda_visible_devices"])
+       requires=L4_BASE + ["host.cuda_visible_devices", "driver.gpu_state"])
 def cuda_available(ctx):
+    if ctx.facts.get("mig_gpus"):
+        return skipped("MIG is enabled on GPU %s: L4-L6 need whole GPUs (see driver.gpu_state)" %
+                       ",".join(ctx.facts["mig_gpus"]), blocked_by="driver.gpu_state")
     info = torch_info(ctx).result
     visible = ctx.facts.get("visible_devices")
     driver_count = len(ctx.facts.get("driver_gpus") or [])

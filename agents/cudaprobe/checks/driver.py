@@ -4,6 +4,7 @@ import json
 import os
 import re
 import sys
+from datetime import datetime
 
 from agents.cudaprobe import children, expectations, nvsmi, proc
 from agents.cudaprobe.judge import reference as judge_reference
@@ -187,10 +188,20 @@ def driver_gpu_state(ctx):
     exclusive = [r["index"] for r in rows if "exclusive" in r.get("compute_mode", "").lower()]
     ctx.facts["exclusive_gpus"] = exclusive
     no_persistence = [r["index"] for r in rows if r.get("persistence_mode", "").lower() == "disabled"]
+    mig = [str(i) for i, g in enumerate((ctx.facts.get("smi_q") or {}).get("gpus", []))
+           if g.get("mig_mode", "").lower() == "enabled"]
+    ctx.facts["mig_gpus"] = mig
     metrics = {"gpu_count": len(rows)}
+    if mig:
+        evidence += "\nMIG mode enabled on GPU %s" % ",".join(mig)
     if prohibited:
         return failed("compute mode PROHIBITED on GPU %s: no process may create a context" % ",".join(prohibited),
                       evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"])
+    if mig:
+        return warned("MIG is enabled on GPU %s: this agent validates whole GPUs, so L4-L6 are skipped; validate "
+                      "the MIG instances with a workload pinned to each, or disable MIG (nvidia-smi -i N -mig 0, "
+                      "then reset the GPU) to validate the GPU" % ",".join(mig), evidence=evidence, metrics=metrics,
+                      signatures=["mig_enabled"])
     if exclusive:
         return warned("compute mode EXCLUSIVE_PROCESS on GPU %s: a second process on the same GPU fails with "
                       "'busy or unavailable'" % ",".join(exclusive), evidence=evidence, metrics=metrics,
@@ -361,6 +372,30 @@ def driver_topology(ctx):
 
 
 XID_LINE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+DMESG_TIME = re.compile(r"^\[\s*(\d+\.\d+)\]")
+
+
+def _boot_time(ctx):
+    """Seconds since the epoch at which the kernel booted (/proc/stat btime), or None."""
+    try:
+        with open(ctx.path("PROC_STAT", "/proc/stat")) as fh:
+            for line in fh:
+                if line.startswith("btime "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _since(ctx):
+    """The node's previous validation (--since, ISO 8601) as epoch seconds, or None."""
+    value = ctx.options.get("since")
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 @check("driver.xid", "L1", "Xid errors in the kernel log", budget_s=10)
@@ -370,18 +405,31 @@ def driver_xid(ctx):
         return skipped("kernel log not readable here (%s); run as root or set kernel.dmesg_restrict=0" %
                        ("no dmesg" if result.missing else result.combined()[:120] or "exit %s" % result.returncode))
     lines = [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
-    codes = [int(XID_LINE.search(line).group(2)) for line in lines]
+    boot, since = _boot_time(ctx), _since(ctx)
+    old, new = [], []
+    for line in lines:
+        stamp = DMESG_TIME.match(line)
+        when = boot + float(stamp.group(1)) if boot is not None and stamp else None
+        (old if since is not None and when is not None and when < since else new).append(line)
+    codes = [int(XID_LINE.search(line).group(2)) for line in new]
     critical = sorted({c for c in codes if c in CRITICAL_XIDS})
-    metrics = {"xid_count": len(codes)}
-    evidence = "\n".join(lines[-40:])
+    metrics = {"xid_count": len(codes), "xid_count_before_previous_validation": len(old)}
+    history = ("; %d Xid line(s) from before the previous validation (%s) kept as history" % (
+        len(old), ctx.options["since"]) if old else "")
+    evidence = "\n".join((["before the previous validation:"] + old[-10:] + ["since:"] if old else []) + new[-40:])
     if critical:
         signatures = ["xid_critical"] + (["gpu_fallen_off_bus"] if 79 in critical else [])
-        return failed("Xid %s in the kernel log since boot: %s" % (
-            ", ".join(map(str, critical)), "; ".join(CRITICAL_XIDS[c] for c in critical)),
+        return failed("Xid %s in the kernel log %s: %s%s" % (
+            ", ".join(map(str, critical)), "since the previous validation" if since else "since boot",
+            "; ".join(CRITICAL_XIDS[c] for c in critical), history),
             evidence=evidence, metrics=metrics, signatures=signatures)
     if codes:
         seen = sorted(set(codes))
-        return warned("Xid %s since boot (usually raised by a faulting application: %s)" % (
-            ", ".join(map(str, seen)), "; ".join(APPLICATION_XIDS.get(c, "see NVIDIA's Xid catalogue") for c in seen)),
+        return warned("Xid %s since %s (usually raised by a faulting application: %s)%s" % (
+            ", ".join(map(str, seen)), "the previous validation" if since else "boot",
+            "; ".join(APPLICATION_XIDS.get(c, "see NVIDIA's Xid catalogue") for c in seen), history),
             evidence=evidence, metrics=metrics, signatures=["xid_application"])
+    if old:
+        return passed("no Xid since the previous validation%s" % history, evidence=evidence, metrics=metrics,
+                      signatures=["xid_history"])
     return passed("no Xid lines in the kernel log", metrics=metrics)

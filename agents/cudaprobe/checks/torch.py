@@ -65,6 +65,27 @@ def torch_info(ctx):
     return ctx.facts["torch_info"]
 
 
+def torch_version(ctx):
+    """(major, minor) of this interpreter's torch, or None."""
+    outcome = ctx.facts.get("torch_info")
+    version = (outcome.result or {}).get("torch_version", "") if outcome is not None else ""
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def torch_too_old(ctx, minimum):
+    """A warning Outcome when torch is older than `minimum` (major, minor), else None: such a check was not made
+    for it, so its failure would say nothing about the node."""
+    have = torch_version(ctx)
+    if have is None or have >= minimum:
+        return None
+    return warned("torch %d.%d is too old for this check (it needs %d.%d or newer): not tested" % (have + minimum),
+                  signatures=["torch_too_old_for_check"])
+
+
 def cuda_device_count(ctx):
     outcome = ctx.facts.get("torch_info")
     if outcome is None or not outcome.result or outcome.error:

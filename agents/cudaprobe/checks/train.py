@@ -7,10 +7,10 @@ import math
 import os
 import time
 
-from agents.cudaprobe import children
-from agents.cudaprobe.checks.comm import init_group
-from agents.cudaprobe.checks.torch import cuda_device_count
-from agents.cudaprobe.judge import all_ok, per_gpu_metrics, slow_siblings, task_failure
+from agents.cudaprobe import activity, children, expectations
+from agents.cudaprobe.checks.comm import MIN_TORCH, init_group
+from agents.cudaprobe.checks.torch import cuda_device_count, torch_too_old
+from agents.cudaprobe.judge import Findings, all_ok, busy_gpus, judge_per_gpu, per_gpu_metrics, reference, task_failure
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
 
@@ -35,15 +35,25 @@ def _synthetic_batches(torch, device, batch, count, classes, channels_last):
     return batches
 
 
-def _train_loop(torch, model, batches, precision, steps, warmup, device, sampler_epochs=None):
-    """Steps of SGD with the precision's recipe; returns losses and the seconds of the timed steps."""
+def _grad_scaler(torch, enabled):
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda", enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)  # torch before 2.3
+
+
+def _train_loop(torch, model, batches, precision, steps, warmup, device, no_sync=False):
+    """Steps of SGD with the precision's recipe; returns losses and the seconds of the timed steps.
+
+    no_sync: DDP without its gradient all-reduce (model.no_sync()), to tell communication from the rest."""
+    import contextlib
+
     from torch import nn
 
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     use_amp = precision.startswith("amp_")
     amp_dtype = torch.bfloat16 if precision == "amp_bf16" else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=(precision == "amp_fp16"))
+    scaler = _grad_scaler(torch, precision == "amp_fp16")
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision != "fp32"
     losses = []
@@ -54,11 +64,12 @@ def _train_loop(torch, model, batches, precision, steps, warmup, device, sampler
             started = time.perf_counter()
         images, labels = batches[step % len(batches)]
         optimizer.zero_grad(set_to_none=True)
-        # Only the forward pass and the loss run under autocast; backward and the
-        # scaler's step/update stay outside it.
-        with torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
-            loss = criterion(model(images), labels)
-        scaler.scale(loss).backward()
+        with model.no_sync() if no_sync else contextlib.nullcontext():
+            # Only the forward pass and the loss run under autocast; backward and the
+            # scaler's step/update stay outside it.
+            with torch.autocast("cuda", dtype=amp_dtype, enabled=use_amp):
+                loss = criterion(model(images), labels)
+            scaler.scale(loss).backward()
         scaler.unscale_(optimizer)  # gradients in true units before clipping
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         scaler.step(optimizer)
@@ -79,6 +90,7 @@ def gpu_train(args):
     torch.cuda.set_device(index)
     device = torch.device("cuda", index)
     torch.backends.cudnn.benchmark = True
+    before = activity.snapshot(torch, index)
     batch, steps, warmup = int(args.get("batch", 256)), int(args.get("steps", 30)), int(args.get("warmup", 5))
     batches = _synthetic_batches(torch, device, batch, 4, 10, True)
     results = {}
@@ -96,7 +108,8 @@ def gpu_train(args):
         }
         del model
         torch.cuda.empty_cache()
-    return {"gpu": index, "batch": batch, "steps": steps, "precisions": results}
+    return {"gpu": index, "batch": batch, "steps": steps, "precisions": results,
+            "activity": {"before": before, "after": activity.snapshot(torch, index)}}
 
 
 @gpu_task
@@ -132,14 +145,31 @@ def gpu_ddp(args):
     try:
         losses, seconds = _train_loop(torch, model, epoch_batches, "amp_bf16", steps, warmup, device)
         dist.barrier()
+        # The same steps without the gradient all-reduce: what DDP costs besides communication.
+        _, no_sync_seconds = _train_loop(torch, model, epoch_batches, "amp_bf16", steps, 2, device, no_sync=True)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return {"rank": rank, "world": world, "batch": batch, "steps": steps, "img_s_rank": batch * steps / seconds,
-            "img_s_total": world * batch * steps / seconds, "loss_first": losses[0], "loss_last": losses[-1],
+            "img_s_total": world * batch * steps / seconds,
+            "img_s_total_no_sync": world * batch * steps / no_sync_seconds,
+            "loss_first": losses[0], "loss_last": losses[-1],
+            "loss_head": sum(losses[:3]) / 3, "loss_tail": sum(losses[-3:]) / 3,
             "finite": all(math.isfinite(x) for x in losses)}
 
 
 # ---- in the agent
+
+
+
+
+def _losses(findings, label, figures):
+    """Loss must stay finite and fall (the last 3 steps' mean under 90 % of the first 3)."""
+    if not figures["finite"]:
+        findings.add("fail", "%s: loss became inf/nan" % label, "loss_not_finite")
+    elif not figures["loss_tail"] < 0.9 * figures["loss_head"]:
+        findings.add("fail", "%s: loss did not fall (%.3f -> %.3f)" % (label, figures["loss_head"],
+                     figures["loss_tail"]), "loss_not_decreasing")
 
 
 @check("train.resnet18", "L6", "ResNet-18 smoke training per GPU (fp32, TF32, AMP fp16/bf16)",
@@ -147,13 +177,19 @@ def gpu_ddp(args):
 def train_resnet18(ctx):
     world = cuda_device_count(ctx)
     plan = PLANS[ctx.mode]
+    too_old = torch_too_old(ctx, MIN_TORCH)
+    if too_old:
+        return too_old
     # One process per GPU, all at once: the same load on every GPU makes a slow one stand out.
     outcomes = children.run_ranks(ctx, gpu_train, world, plan)
     if not all_ok(outcomes):
         return task_failure(outcomes, "ResNet-18 training", "training_failed", "training_hang")
     runs = {o.result["gpu"]: o.result["precisions"] for o in outcomes}
     ctx.facts["train"] = runs
-    metrics, lines, problems, signatures = {}, [], [], []
+    findings = Findings()
+    busy = busy_gpus(ctx, [dict(o.result, index=o.result["gpu"]) for o in outcomes])
+    sku, model = reference(ctx)
+    metrics, lines = {}, []
     for precision in plan["precisions"]:
         per_gpu_metrics(metrics, "resnet18_%s_img_s" % precision, {g: r[precision]["img_s"] for g, r in runs.items()})
         per_gpu_metrics(metrics, "resnet18_%s_peak_mem_gib" % precision,
@@ -163,26 +199,17 @@ def train_resnet18(ctx):
             lines.append("GPU %d %-8s %8.0f img/s  peak %.2f GiB  loss %.3f -> %.3f" % (
                 gpu, precision, figures["img_s"], figures["peak_mem_gib"], figures["loss_first"],
                 figures["loss_last"]))
-            if not figures["finite"]:
-                problems.append("GPU %d %s: loss became inf/nan" % (gpu, precision))
-                signatures.append("loss_not_finite")
-            elif not figures["loss_tail"] < 0.9 * figures["loss_head"]:
-                problems.append("GPU %d %s: loss did not fall (%.3f -> %.3f)" % (
-                    gpu, precision, figures["loss_head"], figures["loss_tail"]))
-                signatures.append("loss_not_decreasing")
-        slow = slow_siblings({g: r[precision]["img_s"] for g, r in runs.items()})
-        if slow:
-            problems.append("GPU %s trains far slower than its siblings (%s)" % (slow, precision))
-            signatures.append("gpu_slower_than_siblings")
-    evidence = "\n".join(lines)
-    if "loss_not_finite" in signatures or "loss_not_decreasing" in signatures:
-        return failed("; ".join(problems), evidence=evidence, metrics=metrics, signatures=sorted(set(signatures)))
-    if problems:
-        return warned("; ".join(problems), evidence=evidence, metrics=metrics, signatures=sorted(set(signatures)))
+            _losses(findings, "GPU %d %s" % (gpu, precision), figures)
+        metric = "resnet18_%s_img_s" % precision
+        expected = expectations.expected_measured(sku, metric) if sku else None
+        judge_per_gpu(findings, ctx, "ResNet-18 %s" % precision, {g: r[precision]["img_s"] for g, r in runs.items()},
+                      expected, "img/s", "training_below_expected", busy if precision == plan["precisions"][0] else {})
+    if sku is None:
+        findings.add("pass", "no reference for %s: throughput judged against its sibling GPUs only" % model,
+                     "no_reference_for_model")
     best = plan["precisions"][-1]
-    return passed("%d GPU(s) trained in %s; %s %.0f img/s on the slowest GPU; loss fell and stayed finite" % (
-        len(runs), ", ".join(plan["precisions"]), best, metrics["resnet18_%s_img_s" % best]),
-        evidence=evidence, metrics=metrics)
+    return findings.outcome("%d GPU(s) trained in %s; %s %.0f img/s on the slowest GPU; loss fell and stayed finite" % (
+        len(runs), ", ".join(plan["precisions"]), best, metrics["resnet18_%s_img_s" % best]), "\n".join(lines), metrics)
 
 
 @check("train.ddp", "L6", "ResNet-18 DDP over all local GPUs (AMP bf16)", requires=["train.resnet18", "comm.nccl"],
@@ -191,6 +218,9 @@ def train_ddp(ctx):
     world = cuda_device_count(ctx)
     if world < 2:
         return skipped("one GPU: DDP needs two local ranks")
+    too_old = torch_too_old(ctx, MIN_TORCH)
+    if too_old:
+        return too_old
     plan = dict(PLANS[ctx.mode], timeout_s=60)
     outcomes = children.run_ranks(ctx, gpu_ddp, world, plan)
     if not all_ok(outcomes):
@@ -198,17 +228,27 @@ def train_ddp(ctx):
     result = outcomes[0].result
     single = ctx.facts.get("train", {})
     single_total = sum(r["amp_bf16"]["img_s"] for r in single.values() if "amp_bf16" in r)
-    metrics = {"ddp_amp_bf16_img_s": round(result["img_s_total"], 1), "ddp_world": world}
+    metrics = {"ddp_amp_bf16_img_s": round(result["img_s_total"], 1), "ddp_world": world,
+               "ddp_no_sync_img_s": round(result["img_s_total_no_sync"], 1)}
+    findings = Findings()
+    for o in outcomes:
+        _losses(findings, "DDP rank %d" % o.result["rank"], o.result)
+    lines = ["world %d, %d steps of %d per rank: %.0f img/s in total; without the gradient all-reduce %.0f img/s; "
+             "single-GPU sum %.0f img/s; loss %.3f -> %.3f" % (
+                 world, result["steps"], result["batch"], result["img_s_total"], result["img_s_total_no_sync"],
+                 single_total, result["loss_first"], result["loss_last"])]
     if single_total:
         metrics["ddp_scaling"] = round(result["img_s_total"] / single_total, 3)
-    evidence = "world %d, %d steps of %d per rank: %.0f img/s in total; single-GPU sum %.0f img/s; loss %.3f -> %.3f" % (
-        world, result["steps"], result["batch"], result["img_s_total"], single_total, result["loss_first"],
-        result["loss_last"])
-    if not all(o.result["finite"] for o in outcomes):
-        return failed("DDP loss became inf/nan", evidence=evidence, metrics=metrics, signatures=["loss_not_finite"])
-    if metrics.get("ddp_scaling", 1) < 0.8:
-        return warned("DDP reaches %.0f%% of %d x single-GPU throughput" % (100 * metrics["ddp_scaling"], world),
-                      evidence=evidence, metrics=metrics, signatures=["ddp_scaling_low"])
-    return passed("DDP %.0f img/s over %d GPUs%s" % (
+        # Where the rest of single-GPU throughput goes: the all-reduce DDP could not hide behind backward, and
+        # DDP's own work (gradient bucket copies, hooks) measured with no_sync.
+        comm = 1 - result["img_s_total"] / result["img_s_total_no_sync"]
+        other = 1 - result["img_s_total_no_sync"] / single_total
+        metrics.update(ddp_comm_cost=round(comm, 3), ddp_other_cost=round(other, 3))
+        lines.append("scaling %.1f%%: %.1f%% lost to the gradient all-reduce not hidden behind backward, %.1f%% "
+                     "to DDP's other work" % (100 * metrics["ddp_scaling"], 100 * comm, 100 * other))
+        if metrics["ddp_scaling"] < 0.8:
+            findings.add("warn", "DDP reaches %.0f%% of %d x single-GPU throughput" % (100 * metrics["ddp_scaling"],
+                         world), "ddp_scaling_low")
+    return findings.outcome("DDP %.0f img/s over %d GPUs%s; loss fell and stayed finite on every rank" % (
         result["img_s_total"], world, " (%.0f%% scaling)" % (100 * metrics["ddp_scaling"]) if single_total else ""),
-        evidence=evidence, metrics=metrics)
+        "\n".join(lines), metrics)

@@ -9,8 +9,8 @@ from django.views.decorators.http import require_POST
 from cudaweb.fleet import services
 from cudaweb.fleet.forms import DecisionForm
 from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.fleet.views.runs import run_context
 from cudaweb.nodes.models import HostKey, Node
-from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_request
 
@@ -28,12 +28,9 @@ def node_onboard(request, node_id):
         step = "host_key"
     if record is not None and run is not None and record.run_id == run.id:
         step = "done"
-    checks = list(run.checks.all()) if run else []
     template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
-    return render(request, template, {
-        "node": node, "host_key": host_key, "run": run, "record": record, "step": step,
-        "decision_form": DecisionForm(), "checks": checks,
-        "playbooks": run_playbooks(run=run, checks=checks, user=request.user) if run else {}})
+    return render(request, template, dict(run_context(request, run), node=node, host_key=host_key, record=record,
+                                          step=step, decision_form=DecisionForm()))
 
 
 @login_required

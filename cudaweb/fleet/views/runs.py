@@ -7,6 +7,7 @@ from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
 from cudaweb.drift.selectors import compare_runs
+from cudaweb.fleet.selectors import run_sections
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import ValidationRun
 
@@ -15,20 +16,23 @@ def _run(run_id):
     return get_object_or_404(ValidationRun.objects.select_related("node", "requested_by"), id=run_id)
 
 
-def _context(request, run):
-    checks = list(run.checks.all())
-    return {"run": run, "checks": checks, "playbooks": run_playbooks(run=run, checks=checks, user=request.user)}
+def run_context(request, run):
+    """What the run's live part shows (the run page, and the onboarding page's validation step)."""
+    checks = list(run.checks.all()) if run else []
+    playbooks = run_playbooks(run=run, checks=checks, user=request.user) if run else {}
+    return {"run": run, "checks": checks, "playbooks": playbooks,
+            "sections": run_sections(checks=checks, playbooks=playbooks)}
 
 
 @login_required
 def run_detail(request, run_id):
-    return render(request, "runs/run_detail.html", _context(request, _run(run_id)))
+    return render(request, "runs/run_detail.html", run_context(request, _run(run_id)))
 
 
 @login_required
 def run_fragment(request, run_id):
     """The live part of the run page, polled while the run is PENDING or RUNNING."""
-    return render(request, "runs/_run_live.html", _context(request, _run(run_id)))
+    return render(request, "runs/_run_live.html", run_context(request, _run(run_id)))
 
 
 def _uuids(parts):

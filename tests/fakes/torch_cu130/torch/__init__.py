@@ -6,7 +6,7 @@ make torch disagree with the driver. Anything that would touch a GPU is absent, 
 import os
 import types
 
-__version__ = "2.11.0+cu130"
+__version__ = os.environ.get("FAKE_TORCH_VERSION", "2.11.0+cu130")
 __file__ = __file__
 version = types.SimpleNamespace(cuda="13.0")
 backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: 91900))
