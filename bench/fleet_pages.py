@@ -9,7 +9,6 @@ server), seeded once with `seed_demo` and reused. Pages are rendered in-process 
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time

@@ -13,7 +13,7 @@ from agents.cudaprobe.checks.torch import cuda_device_count, torch_info, torch_t
 from agents.cudaprobe import expectations
 from agents.cudaprobe.checks.advice import nccl_settings
 from agents.cudaprobe.judge import Findings, all_ok, judge_per_gpu, reference, task_failure
-from agents.cudaprobe.model import failed, passed, skipped, warned
+from agents.cudaprobe.model import failed, passed, skipped
 from agents.cudaprobe.registry import check, gpu_task
 
 TRANSPORT = re.compile(r"via (P2P/[A-Za-z/]+|SHM(?:/[A-Za-z]+)?|NET/[A-Za-z]+(?:/\d+)?|COLLNET\S*)")

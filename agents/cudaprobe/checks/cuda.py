@@ -171,6 +171,11 @@ def cuda_available(ctx):
         return failed("torch sees %s GPU(s), the driver lists %d%s" % (
             info.get("device_count"), driver_count, "" if visible is None else " (%d made visible)" % len(visible)),
             evidence=evidence, metrics=metrics, signatures=["device_count_mismatch"])
+    if visible is not None and info["device_count"] < driver_count:
+        return warned("torch sees %d of the %d GPUs the driver lists: CUDA_VISIBLE_DEVICES=%r hides the others, "
+                      "which are not validated" % (info["device_count"], driver_count,
+                                                   ctx.environ.get("CUDA_VISIBLE_DEVICES")),
+                      evidence=evidence, metrics=metrics, signatures=["gpus_hidden_by_cuda_visible_devices"])
     return passed("%d GPU(s) available to torch" % info["device_count"], evidence=evidence, metrics=metrics)
 
 

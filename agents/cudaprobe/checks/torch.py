@@ -58,10 +58,11 @@ def torch_info(ctx):
     """The torch facts of this interpreter, found once per run in a worker."""
     if "torch_info" not in ctx.facts:
         outcome = ctx.facts["torch_info"] = children.run_task(ctx, gpu_torch_info, timeout=90)
-        if outcome.ok and ctx.mode != "quick":
-            # The other ranks' workers import torch now, while rank 0 runs L4; gloo wants two ranks even
-            # on a one-GPU host.
-            children.local_pool(ctx).start(range(max(2, outcome.result.get("device_count", 0))))
+        if outcome.ok:
+            # The other ranks' workers import torch now, while rank 0 goes on; every GPU gets its own worker (L4
+            # runs on each at once), and gloo wants two ranks even on a one-GPU host.
+            count = outcome.result.get("device_count", 0)
+            children.local_pool(ctx).start(range(count if ctx.mode == "quick" else max(2, count)))
     return ctx.facts["torch_info"]
 
 

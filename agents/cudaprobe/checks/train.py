@@ -11,7 +11,7 @@ from agents.cudaprobe import activity, children, expectations
 from agents.cudaprobe.checks.comm import MIN_TORCH, init_group
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_too_old
 from agents.cudaprobe.judge import Findings, all_ok, busy_gpus, judge_per_gpu, per_gpu_metrics, reference, task_failure
-from agents.cudaprobe.model import failed, passed, skipped, warned
+from agents.cudaprobe.model import skipped
 from agents.cudaprobe.registry import check, gpu_task
 
 PLANS = {
