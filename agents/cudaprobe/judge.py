@@ -105,7 +105,7 @@ def reference(ctx):
     return expectations.sku_for(names[0]), names[0]
 
 
-def busy_gpus(ctx, entries):
+def busy_gpus(ctx, entries, involved=()):
     """{gpu: why} for the GPUs another process computed on while `entries` (per-GPU task results with "activity")
     were measured. Ours are the pool's workers; where NVML lists none of ours (another PID namespace), more than
     one process on a GPU we hold means someone else was there."""
@@ -120,6 +120,11 @@ def busy_gpus(ctx, entries):
             others = sorted(pids - mine) if pids & mine or len(pids) > 1 else []
             if others:
                 busy[entry["index"]] = "process %s computing on it" % ", ".join(map(str, others))
+    # GPUs an earlier check of this run found busy, when this measurement involves them too
+    for gpu in involved:
+        why = (ctx.facts.get("busy_gpus") or {}).get(str(gpu))
+        if why and gpu not in busy:
+            busy[gpu] = why + ", seen earlier in this run"
     return busy
 
 
@@ -154,14 +159,18 @@ class Findings:
         return Outcome(status, "; ".join(self.problems), metrics=metrics, evidence=text, signatures=self.signatures)
 
 
+def mark_busy(findings, ctx, busy, what):
+    """Say once which GPUs another process used during `what`, and remember them for the later checks."""
+    for gpu, why in sorted(busy.items()):
+        findings.add("warn", "GPU %s was busy during the %s (%s): its figures are not judged, re-run when idle" % (
+            gpu, what, why), "gpu_busy")
+    ctx.facts.setdefault("busy_gpus", {}).update({str(gpu): why for gpu, why in busy.items()})
+
+
 def judge_per_gpu(findings, ctx, label, values, expected, unit, signature, busy=None):
     """Judge each GPU's figure against `expected` (expectations.judge), or against its siblings where the model
-    has no reference; GPUs another process used are marked busy instead. Returns the GPUs judged slow."""
-    busy = busy or {}
-    for gpu, why in sorted(busy.items()):
-        findings.add("warn", "GPU %s was busy during the %s measurement (%s): not judged, re-run when idle" % (
-            gpu, label, why), "gpu_busy")
-    values = {gpu: v for gpu, v in values.items() if gpu not in busy}
+    has no reference; GPUs in `busy` (see mark_busy) are left out. Returns the GPUs judged slow."""
+    values = {gpu: v for gpu, v in values.items() if str(gpu) not in {str(b) for b in (busy or {})}}
     slow = []
     if expected is not None:
         for gpu, value in sorted(values.items()):

@@ -18,13 +18,14 @@ RESULT_MARKER = "CUDAPROBE_RESULT "
 
 
 def _release_cached_memory():
-    """Hand the caching allocator's blocks back, so one task's buffers do not count against the next."""
+    """Hand the caching allocator's blocks back, so one task's buffers do not count against the next.
+
+    torch.cuda.empty_cache() frees on the devices this process already uses; selecting another device to free
+    there would create a context on it (cudaSetDevice does, since CUDA 12), which is what no worker may hold."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():
-            for index in range(torch.cuda.device_count()):
-                with torch.cuda.device(index):
-                    torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
     except Exception:
         pass  # best effort: a task's result never depends on it
 

@@ -8,11 +8,11 @@ import os
 import re
 import time
 
-from agents.cudaprobe import children
+from agents.cudaprobe import activity, children
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_info, torch_too_old
 from agents.cudaprobe import expectations
 from agents.cudaprobe.checks.advice import nccl_settings
-from agents.cudaprobe.judge import Findings, all_ok, judge_per_gpu, reference, task_failure
+from agents.cudaprobe.judge import Findings, all_ok, busy_gpus, judge_per_gpu, mark_busy, reference, task_failure
 from agents.cudaprobe.model import failed, passed, skipped
 from agents.cudaprobe.registry import check, gpu_task
 
@@ -54,6 +54,7 @@ def gpu_allreduce(args):
     backend = args.get("backend", "nccl")
     dist, rank, world, init_s = init_group(torch, backend, args)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    before = activity.snapshot(torch, device.index) if backend == "nccl" else None
     expected = world * (world + 1) / 2
     results = []
     correct = True
@@ -85,7 +86,8 @@ def gpu_allreduce(args):
     finally:
         dist.destroy_process_group()
     return {"rank": rank, "world": world, "backend": backend, "init_s": init_s, "correct": correct,
-            "sizes": results}
+            "sizes": results, "index": device.index,
+            "activity": {"before": before, "after": activity.snapshot(torch, device.index) if before else None}}
 
 
 # ---- in the agent
@@ -157,7 +159,11 @@ def comm_nccl(ctx):
                      "nccl_transport_network")
     sku, model = reference(ctx)
     at_1gib = next((s["busbw_gbs"] for s in result["sizes"] if s["MiB"] == 1024), None)
-    if at_1gib is not None and sku is not None and links:
+    busy = busy_gpus(ctx, [o.result for o in outcomes], involved=range(world))
+    mark_busy(findings, ctx, busy, "NCCL measurement")
+    if busy:
+        pass  # the busbw of a ring through a busy GPU says nothing about the links
+    elif at_1gib is not None and sku is not None and links:
         expected = expectations.expected_busbw(sku, list(links.values()))
         judge_per_gpu(findings, ctx, "busbw at 1 GiB", {"0-%d" % (world - 1): at_1gib}, expected, "GB/s",
                       "nccl_busbw_low")

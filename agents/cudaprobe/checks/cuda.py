@@ -9,7 +9,7 @@ import time
 from agents.cudaprobe import activity, children, expectations
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_info
 from agents.cudaprobe.judge import (
-    Findings, all_ok, busy_gpus, judge_per_gpu, per_gpu_metrics, reference, task_failure,
+    Findings, all_ok, busy_gpus, judge_per_gpu, mark_busy, per_gpu_metrics, reference, task_failure,
 )
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check, gpu_task
@@ -129,7 +129,8 @@ def gpu_p2p(args):
         for dst in range(count):
             if src == dst:
                 continue
-            entry = {"src": src, "dst": dst, "access": bool(torch.cuda.can_device_access_peer(src, dst))}
+            entry = {"src": src, "dst": dst, "access": bool(torch.cuda.can_device_access_peer(src, dst)),
+                     "activity": {"before": activity.snapshot(torch, src), "peer": activity.snapshot(torch, dst)}}
             a = torch.empty(size, dtype=torch.uint8, device=src)
             b = torch.empty(size, dtype=torch.uint8, device=dst)
             b.copy_(a)
@@ -247,12 +248,13 @@ def cuda_copy_bandwidth(ctx):
                          for g in gpus)
     sku, model = reference(ctx)
     findings, busy = Findings(), busy_gpus(ctx, gpus)
+    mark_busy(findings, ctx, busy, "copy measurement")
     if sku is None:
         _no_reference(findings, model)
     for key, label in (("h2d_pinned_gbs", "pinned H2D"), ("d2h_pinned_gbs", "pinned D2H")):
         expected = expectations.expected_host_copy(sku, key, ctx.facts.get("pcie_link")) if sku else None
         judge_per_gpu(findings, ctx, label, {g["index"]: g[key] for g in gpus}, expected, "GB/s",
-                      "copy_bandwidth_low", busy if key.startswith("h2d") else {})
+                      "copy_bandwidth_low", busy)
     return findings.outcome("pinned H2D %.1f / D2H %.1f GB/s (worst GPU)" % (
         metrics["h2d_pinned_gbs"], metrics["d2h_pinned_gbs"]), evidence, metrics)
 
@@ -272,13 +274,14 @@ def cuda_matmul(ctx):
                          "fp32 %(fp32_tflops).1f TFLOP/s (8192^3)" % g for g in gpus)
     sku, model = reference(ctx)
     findings, busy = Findings(), busy_gpus(ctx, gpus)
+    mark_busy(findings, ctx, busy, "matmul measurement")
     if sku is None:
         _no_reference(findings, model)
     for name in ("bf16", "fp16", "tf32"):
         metric = "matmul_%s_tflops" % name
         expected = expectations.expected_matmul(sku, metric) if sku else None
         judge_per_gpu(findings, ctx, "%s matmul" % name, {g["index"]: g["%s_tflops" % name] for g in gpus},
-                      expected, "TFLOP/s", "matmul_below_expected", busy if name == "bf16" else {})
+                      expected, "TFLOP/s", "matmul_below_expected", busy)
     return findings.outcome("bf16 %.0f, fp16 %.0f, TF32 %.0f, fp32 %.1f TFLOP/s (worst GPU)" % tuple(
         metrics["matmul_%s_tflops" % n] for n in ("bf16", "fp16", "tf32", "fp32")), evidence, metrics)
 
@@ -301,6 +304,10 @@ def cuda_p2p(ctx):
         metrics["p2p_copy_gbs.%d_%d" % (p["src"], p["dst"])] = round(p["copy_gbs"], 1)
     evidence = "\n".join("GPU %(src)d -> %(dst)d: peer access %(access)s, %(copy_gbs).0f GB/s" % p for p in pairs)
     findings = Findings()
+    snaps = [{"index": p[end], "activity": {"before": p["activity"][moment]}}
+             for p in pairs for end, moment in (("src", "before"), ("dst", "peer"))]
+    busy = busy_gpus(ctx, snaps, involved=sorted({p["src"] for p in pairs} | {p["dst"] for p in pairs}))
+    mark_busy(findings, ctx, busy, "P2P measurement")
     no_access = ["%d->%d" % (p["src"], p["dst"]) for p in pairs if not p["access"]]
     if no_access:
         findings.add("warn", "no peer access for %s: copies bounce through the host" % ", ".join(no_access),
@@ -311,7 +318,7 @@ def cuda_p2p(ctx):
         _no_reference(findings, model)
     for p in pairs:
         link = links.get("%d-%d" % tuple(sorted((p["src"], p["dst"]))))
-        if sku is None or link is None:
+        if sku is None or link is None or p["src"] in busy or p["dst"] in busy:
             continue
         expected = expectations.expected_p2p(sku, link)
         judge_per_gpu(findings, ctx, "-> %d copy" % p["dst"], {p["src"]: p["copy_gbs"]}, expected, "GB/s",

@@ -57,12 +57,13 @@ def gpu_torch_info(args):
 def torch_info(ctx):
     """The torch facts of this interpreter, found once per run in a worker."""
     if "torch_info" not in ctx.facts:
-        outcome = ctx.facts["torch_info"] = children.run_task(ctx, gpu_torch_info, timeout=90)
-        if outcome.ok:
-            # The other ranks' workers import torch now, while rank 0 goes on; every GPU gets its own worker (L4
-            # runs on each at once), and gloo wants two ranks even on a one-GPU host.
-            count = outcome.result.get("device_count", 0)
-            children.local_pool(ctx).start(range(count if ctx.mode == "quick" else max(2, count)))
+        # Every GPU gets its own worker (L4 runs on each at once) and gloo wants two ranks even on a one-GPU host:
+        # start them all now, so that they import torch while rank 0 answers this.
+        gpus = len(ctx.facts.get("driver_gpus") or [])
+        visible = ctx.facts.get("visible_devices")
+        gpus = gpus if visible is None else min(gpus, len(visible))
+        children.local_pool(ctx).start(range(max(1, gpus) if ctx.mode == "quick" else max(2, gpus)))
+        ctx.facts["torch_info"] = children.run_task(ctx, gpu_torch_info, timeout=90)
     return ctx.facts["torch_info"]
 
 

@@ -10,7 +10,9 @@ import time
 from agents.cudaprobe import activity, children, expectations
 from agents.cudaprobe.checks.comm import MIN_TORCH, init_group
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_too_old
-from agents.cudaprobe.judge import Findings, all_ok, busy_gpus, judge_per_gpu, per_gpu_metrics, reference, task_failure
+from agents.cudaprobe.judge import (
+    Findings, all_ok, busy_gpus, judge_per_gpu, mark_busy, per_gpu_metrics, reference, task_failure,
+)
 from agents.cudaprobe.model import skipped
 from agents.cudaprobe.registry import check, gpu_task
 
@@ -123,6 +125,7 @@ def gpu_ddp(args):
 
     dist, rank, world, init_s = init_group(torch, "nccl", args)
     device = torch.device("cuda", torch.cuda.current_device())
+    before = activity.snapshot(torch, device.index)
     torch.backends.cudnn.benchmark = True
     batch, steps, warmup = int(args.get("batch", 256)), int(args.get("steps", 30)), int(args.get("warmup", 5))
     pool = _synthetic_batches(torch, device, batch, 4, 10, True)
@@ -131,7 +134,7 @@ def gpu_ddp(args):
     sampler = DistributedSampler(range(len(labels)), num_replicas=world, rank=rank, shuffle=True, seed=0)
     torch.manual_seed(0)
     model = DistributedDataParallel(ResNet18(10).to(device).to(memory_format=torch.channels_last),
-                                    device_ids=[device.index])
+                                    device_ids=[device.index], **args.get("ddp_kwargs", {}))
     epoch_batches = []
     epoch = 0
     while len(epoch_batches) < steps + warmup:
@@ -155,7 +158,8 @@ def gpu_ddp(args):
             "img_s_total_no_sync": world * batch * steps / no_sync_seconds,
             "loss_first": losses[0], "loss_last": losses[-1],
             "loss_head": sum(losses[:3]) / 3, "loss_tail": sum(losses[-3:]) / 3,
-            "finite": all(math.isfinite(x) for x in losses)}
+            "finite": all(math.isfinite(x) for x in losses), "index": device.index,
+            "activity": {"before": before, "after": activity.snapshot(torch, device.index)}}
 
 
 # ---- in the agent
@@ -188,6 +192,7 @@ def train_resnet18(ctx):
     ctx.facts["train"] = runs
     findings = Findings()
     busy = busy_gpus(ctx, [dict(o.result, index=o.result["gpu"]) for o in outcomes])
+    mark_busy(findings, ctx, busy, "training")
     sku, model = reference(ctx)
     metrics, lines = {}, []
     for precision in plan["precisions"]:
@@ -203,7 +208,7 @@ def train_resnet18(ctx):
         metric = "resnet18_%s_img_s" % precision
         expected = expectations.expected_measured(sku, metric) if sku else None
         judge_per_gpu(findings, ctx, "ResNet-18 %s" % precision, {g: r[precision]["img_s"] for g, r in runs.items()},
-                      expected, "img/s", "training_below_expected", busy if precision == plan["precisions"][0] else {})
+                      expected, "img/s", "training_below_expected", busy)
     if sku is None:
         findings.add("pass", "no reference for %s: throughput judged against its sibling GPUs only" % model,
                      "no_reference_for_model")
@@ -233,6 +238,8 @@ def train_ddp(ctx):
     findings = Findings()
     for o in outcomes:
         _losses(findings, "DDP rank %d" % o.result["rank"], o.result)
+    busy = busy_gpus(ctx, [o.result for o in outcomes], involved=range(world))
+    mark_busy(findings, ctx, busy, "DDP training")
     lines = ["world %d, %d steps of %d per rank: %.0f img/s in total; without the gradient all-reduce %.0f img/s; "
              "single-GPU sum %.0f img/s; loss %.3f -> %.3f" % (
                  world, result["steps"], result["batch"], result["img_s_total"], result["img_s_total_no_sync"],
@@ -246,7 +253,7 @@ def train_ddp(ctx):
         metrics.update(ddp_comm_cost=round(comm, 3), ddp_other_cost=round(other, 3))
         lines.append("scaling %.1f%%: %.1f%% lost to the gradient all-reduce not hidden behind backward, %.1f%% "
                      "to DDP's other work" % (100 * metrics["ddp_scaling"], 100 * comm, 100 * other))
-        if metrics["ddp_scaling"] < 0.8:
+        if metrics["ddp_scaling"] < 0.8 and not busy:
             findings.add("warn", "DDP reaches %.0f%% of %d x single-GPU throughput" % (100 * metrics["ddp_scaling"],
                          world), "ddp_scaling_low")
     return findings.outcome("DDP %.0f img/s over %d GPUs%s; loss fell and stayed finite on every rank" % (
