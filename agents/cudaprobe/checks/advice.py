@@ -134,7 +134,14 @@ def _effect(name, value, how, why):
 
 def nccl_settings(ctx):
     """Every NCCL setting that disables a transport or limits channels, algorithms, protocols or buffers, where it
-    comes from, and what it does as NCCL reads it: [{"name", "value", "source", "effect", "note"}]."""
+    comes from, and what it does as NCCL reads it: [{"name", "value", "source", "effect", "note"}]. Read once per
+    run (a fact, so a recorded run keeps what the host's files said)."""
+    if "nccl_settings" not in ctx.facts:
+        ctx.facts["nccl_settings"] = _read_nccl_settings(ctx)
+    return ctx.facts["nccl_settings"]
+
+
+def _read_nccl_settings(ctx):
     sources = [("environment", ctx.environ)] + [(path, read_conf(path)) for path in conf_files(ctx)]
     found = []
     for name, (how, why) in NCCL_LIMITS.items():

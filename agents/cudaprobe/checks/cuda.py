@@ -304,7 +304,7 @@ def cuda_p2p(ctx):
         metrics["p2p_copy_gbs.%d_%d" % (p["src"], p["dst"])] = round(p["copy_gbs"], 1)
     evidence = "\n".join("GPU %(src)d -> %(dst)d: peer access %(access)s, %(copy_gbs).0f GB/s" % p for p in pairs)
     findings = Findings()
-    snaps = [{"index": p[end], "activity": {"before": p["activity"][moment]}}
+    snaps = [{"index": p[end], "activity": {"before": (p.get("activity") or {}).get(moment)}}
              for p in pairs for end, moment in (("src", "before"), ("dst", "peer"))]
     busy = busy_gpus(ctx, snaps, involved=sorted({p["src"] for p in pairs} | {p["dst"] for p in pairs}))
     mark_busy(findings, ctx, busy, "P2P measurement")
