@@ -61,3 +61,19 @@ def test_expectations_on_the_h200_reference_host():
     # 8 GPUs over NVLink are judged by the slowest pair; a PCIe pair by its link, and not as calibrated
     pcie = expectations.expected_busbw(h200, ["NV18", "SYS"])
     assert pcie.value < 50 and not pcie.calibrated
+
+
+def test_the_healthy_fractions_agree_with_the_real_h200_reports():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "calibrate_expectations.py"
+    spec = importlib.util.spec_from_file_location("calibrate_expectations", path)
+    calibrate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(calibrate)
+    found = calibrate.fractions()
+    for metric, kept in expectations.HEALTHY_FRACTION.items():
+        value, count = found[metric]
+        assert count >= 4 and abs(value - kept) <= 0.02, (metric, value, kept)
+    value, count = found["resnet18_amp_bf16_img_s"]
+    assert abs(value / expectations.MEASURED["H200"]["resnet18_amp_bf16_img_s"] - 1) <= 0.02

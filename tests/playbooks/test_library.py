@@ -47,3 +47,18 @@ def test_a_bad_file_fails_loudly():
     data["match"]["patterns"] = [{"regex": "([unclosed", "weight": 1}]
     with pytest.raises(PlaybookError, match="bad pattern"):
         parse(data, "bad.yaml")
+
+
+def test_every_finding_of_the_real_fault_campaign_has_a_playbook():
+    import json
+
+    faults = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "faults"
+    known = {signature for book in load().values() for signature in book.signatures}
+    named = set()
+    for path in faults.glob("*.json"):
+        if path.name.endswith(".record.json"):
+            continue
+        for check in json.loads(path.read_text())["checks"]:
+            if check["status"] in ("fail", "error", "warn"):
+                named.update(check["signatures"])
+    assert named and named - known == set()
