@@ -45,3 +45,19 @@ def test_finish_never_overwrites_a_terminal_state(node):
     assert services.run_finish(run=run, status=ValidationRun.Status.INTERRUPTED) is False
     run.refresh_from_db()
     assert run.status == ValidationRun.Status.PASSED
+
+
+def test_the_agent_is_told_the_nodes_previous_validation(node, tmp_path, settings):
+    """Kernel-log Xid errors older than the previous validation are history: the agent gets --since."""
+    settings.CUDAWEB_AGENT_CACHE_DIR = str(tmp_path / "cache")
+    argv_log = tmp_path / "argv"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho \"$@\" > %s\nexit 3\n" % argv_log)
+    python.chmod(0o755)
+    Node.objects.filter(id=node.id).update(python_path=str(python))
+    earlier = timezone.now() - timedelta(days=1)
+    ValidationRun.objects.create(node=node, status=ValidationRun.Status.PASSED, finished=earlier)
+    run = ValidationRun.objects.create(node=node)
+    assert services.run_execute(run_id=run.id) == ValidationRun.Status.AGENT_ERROR
+    args = argv_log.read_text().split()
+    assert args[args.index("--since") + 1] == earlier.isoformat()
