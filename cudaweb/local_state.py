@@ -1,11 +1,12 @@
 """Files the embedded setup keeps under var/ (never in the repository): generated secrets and the
 address of the embedded Redis, so a second shell finds the same services as `make run`."""
 
+import os
 import secrets
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
+VAR_DIR = Path(os.environ.get("CUDAWEB_VAR_DIR") or BASE_DIR / "var")  # another place: tests run their own
 RUNTIME_ENV = VAR_DIR / "runtime.env"
 
 

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     # Lowest first: an app imports only the apps before it (docs/adr/0004-one-way-layers.md; tests/test_layers.py).
     "cudaweb.nodes",
+    "cudaweb.remote",
     "cudaweb.validation",
     "cudaweb.drift",
     "cudaweb.playbooks",
@@ -80,7 +81,7 @@ TEMPLATES = [{
 }]
 WSGI_APPLICATION = "cudaweb.wsgi.application"
 
-DATABASE_URL = env("DATABASE_URL", "sqlite:///%s" % (BASE_DIR / "var" / "db.sqlite3"))
+DATABASE_URL = env("DATABASE_URL", "sqlite:///%s" % (local_state.VAR_DIR / "db.sqlite3"))
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web and worker write to one file: wait for the lock instead of failing at once.
@@ -120,6 +121,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A Redis that does not answer within seconds is down: pages and commands say so instead of hanging.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 10}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
@@ -134,8 +137,13 @@ CUDAWEB_AGENT_TIMEOUT = {
 CUDAWEB_SSH_CONNECT_TIMEOUT = env_int("CUDAWEB_SSH_CONNECT_TIMEOUT", 10)
 CUDAWEB_OUTPUT_CAP = env_int("CUDAWEB_OUTPUT_CAP", 2 * 1024 * 1024)
 CUDAWEB_AGENT_CACHE_DIR = env("CUDAWEB_AGENT_CACHE_DIR", str(BASE_DIR / "var" / "agent-cache"))
-# A RUNNING run whose heartbeat is older than this is declared INTERRUPTED by the reaper.
-CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 300)
+# A RUNNING run whose heartbeat (every 15 s) is older than this is declared INTERRUPTED by the reaper (and run again
+# once); a PENDING run older than CHECK whose task the broker no longer holds is queued again (twice at most), and
+# where the broker cannot be asked, only after MAX. Every worker reaps every REAP_EVERY seconds.
+CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
+CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
+CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
+CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
 
 LOGGING = {
     "version": 1,

@@ -2,13 +2,18 @@
 
 import argparse
 import json
+import os
 import sys
+import threading
 
-from agents.cudaprobe import AGENT_VERSION
+from agents.cudaprobe import AGENT_VERSION, proc
 from agents.cudaprobe.engine import Context, record_of, run_checks, select
 from agents.cudaprobe.model import LAYERS
 from agents.cudaprobe.registry import MODES, load_all
 from agents.cudaprobe.render import render_table
+
+
+EXIT_ORPHANED = 3
 
 
 def _csv(value):
@@ -31,9 +36,27 @@ def build_parser():
                         "errors older than this are history, not a failure")
     parser.add_argument("--record", metavar="FILE", help="also write the GPU tasks' raw outcomes and the run's facts "
                         "to FILE (JSON), for replaying the judging on real figures")
+    parser.add_argument("--exit-with-stdin", action="store_true", help="stop (workers included) when standard "
+                        "input closes: the dashboard's worker holds it open, so the agent ends when that worker dies")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--version", action="version", version=AGENT_VERSION)
     return parser
+
+
+def watch_stdin(ctx):
+    """Whoever started us holds our stdin open; when it closes (that process died, the SSH session dropped), end
+    the GPU workers and exit, so no orphan keeps a GPU busy."""
+
+    def watch():
+        while sys.stdin.buffer.read(65536):
+            pass
+        try:
+            proc.kill_all()  # a command in flight (nvidia-smi that hangs, say)
+            ctx.close()  # the GPU workers
+        finally:
+            os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, daemon=True, name="stdin-watch").start()
 
 
 def main(argv=None):
@@ -55,6 +78,8 @@ def main(argv=None):
         skip.append("comm.peer")
     chosen = select(specs, args.mode, args.only, skip)
     ctx = Context(args.mode, options)
+    if args.exit_with_stdin:
+        watch_stdin(ctx)
     if args.record:
         ctx.records = []
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)

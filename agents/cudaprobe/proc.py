@@ -6,6 +6,7 @@ import subprocess
 import time
 
 OUTPUT_CAP = 256 * 1024
+RUNNING = set()  # the children of run() in flight, so that an agent told to stop can end them (kill_all)
 
 
 class CommandResult:
@@ -40,6 +41,12 @@ def kill_group(popen):
         pass
 
 
+def kill_all():
+    """Kill every run() child still in flight, with what it started."""
+    for popen in list(RUNNING):
+        kill_group(popen)
+
+
 def run(argv, timeout, env=None, cwd=None):
     """Run argv with a wall-clock budget; children are killed with it on timeout."""
     started = time.monotonic()
@@ -52,6 +59,7 @@ def run(argv, timeout, env=None, cwd=None):
         return CommandResult(argv, missing=True)
     except PermissionError as exc:
         return CommandResult(argv, returncode=126, stderr=str(exc))
+    RUNNING.add(popen)
     try:
         out, err = popen.communicate(timeout=timeout)
         timed_out = False
@@ -61,6 +69,7 @@ def run(argv, timeout, env=None, cwd=None):
         timed_out = True
     finally:
         kill_group(popen)  # grandchildren left behind by a finished child
+        RUNNING.discard(popen)
     return CommandResult(
         argv, popen.returncode, _decode(out), _decode(err), timed_out, False, time.monotonic() - started
     )

@@ -1,9 +1,10 @@
 """What a finished run means for its node: metrics and inventory kept flat, changes since the run before,
 drift against the baseline and against the fleet's peers, and the node's denormalised fleet row."""
 
+import logging
 import statistics
 
-from django.db import transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 
 from cudaweb.drift import catalog
@@ -12,6 +13,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 
 MIN_PEERS = 3
+log = logging.getLogger(__name__)
 
 
 def thresholds():
@@ -120,7 +122,9 @@ def run_summarize(*, run_id):
         fields["attention"] = ""
     Node.objects.filter(id=node.id).update(**fields)
     if report and gpu_model and run.metrics:
-        peers_refresh(gpu_model=gpu_model)
+        # After the report's own transaction: a peer band is shared by every node of the model, and a run that
+        # finishes at the same moment must not make this one's report fail.
+        transaction.on_commit(lambda: peers_refresh_quietly(gpu_model=gpu_model))
     return run
 
 
@@ -134,19 +138,39 @@ def _quantile(values, q):
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-@transaction.atomic
 def peers_refresh(*, gpu_model):
-    """Recompute the peer bands of one GPU model from the latest metrics of its nodes."""
-    series = {}
-    for metrics in Node.objects.filter(gpu_model=gpu_model).values_list("metrics", flat=True):
-        for name, value in (metrics or {}).items():
-            if name in catalog.METRICS and isinstance(value, (int, float)):
-                series.setdefault(name, []).append(value)
-    PeerBand.objects.filter(gpu_model=gpu_model).delete()
-    PeerBand.objects.bulk_create([
-        PeerBand(gpu_model=gpu_model, metric=name, median=statistics.median(values), low=_quantile(values, 0.1),
-                 high=_quantile(values, 0.9), count=len(values))
-        for name, values in sorted(series.items())])
+    """Recompute the peer bands of one GPU model from the latest metrics of its nodes.
+
+    The nodes' rows are read under a row lock, so refreshes of one model run one after the other and the last
+    one reads every report committed before it (no refresh computed from fewer nodes can land after it); the
+    bands are upserted (no delete-and-insert, so no collision on the unique band), then the bands of metrics no
+    node has any more are removed."""
+    with transaction.atomic():
+        latest = Node.objects.select_for_update().filter(gpu_model=gpu_model).order_by("id")
+        series = {}
+        for metrics in latest.values_list("metrics", flat=True):
+            for name, value in (metrics or {}).items():
+                if name in catalog.METRICS and isinstance(value, (int, float)):
+                    series.setdefault(name, []).append(value)
+        now = timezone.now()
+        PeerBand.objects.bulk_create(
+            [PeerBand(gpu_model=gpu_model, metric=name, median=statistics.median(values),
+                      low=_quantile(values, 0.1), high=_quantile(values, 0.9), count=len(values), updated=now)
+             for name, values in sorted(series.items())],
+            update_conflicts=True, unique_fields=["gpu_model", "metric"],
+            update_fields=["median", "low", "high", "count", "updated"])
+        PeerBand.objects.filter(gpu_model=gpu_model).exclude(metric__in=list(series)).delete()
+
+
+def peers_refresh_quietly(*, gpu_model, attempts=3):
+    """peers_refresh, retried when two refreshes deadlock; a band left a run behind is fixed by the next run,
+    so a failure here is logged and never reaches the run."""
+    for attempt in range(attempts):
+        try:
+            return peers_refresh(gpu_model=gpu_model)
+        except (IntegrityError, OperationalError) as exc:
+            log.warning("peer bands of %s not refreshed (attempt %d): %s", gpu_model, attempt + 1, exc)
+    return None
 
 
 def baseline_pin(*, node, run):

@@ -21,6 +21,7 @@ class ValidationRun(models.Model):
         HOST_KEY_MISMATCH = "HOST_KEY_MISMATCH"
         TIMED_OUT = "TIMED_OUT"
         AGENT_ERROR = "AGENT_ERROR"
+        DASHBOARD_ERROR = "DASHBOARD_ERROR"  # our own failure (storing, a bug), not the agent's nor the node's
         INTERRUPTED = "INTERRUPTED"
 
     class Mode(models.TextChoices):
@@ -46,6 +47,10 @@ class ValidationRun(models.Model):
     report = models.JSONField(null=True, blank=True)
     raw_output = models.TextField(blank=True, help_text="agent output kept when it could not be parsed (capped)")
     progress = models.JSONField(default=list, blank=True)
+    enqueued = models.DateTimeField(null=True, blank=True, help_text="when its task was last put on the queue")
+    enqueue_count = models.PositiveSmallIntegerField(default=0)
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries",
+                                 help_text="the run whose worker died, which this one repeats")
 
     class Trigger(models.TextChoices):
         MANUAL = "manual"
@@ -68,6 +73,12 @@ class ValidationRun(models.Model):
             models.Index(fields=["node", "-created"], name="run_node_created_idx"),
             # the reaper: RUNNING runs by heartbeat
             models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat_idx"),
+        ]
+        constraints = [
+            # One live run per node: two agents on one GPU host make each other fail. run_request returns the live
+            # run instead of creating a second.
+            models.UniqueConstraint(fields=["node"], condition=models.Q(status__in=("PENDING", "RUNNING")),
+                                    name="one_live_run_per_node"),
         ]
 
     def __str__(self):

@@ -45,5 +45,5 @@ def revalidate(*, mode, node_id=None, label=""):
     for node in nodes.exclude(status=Node.Status.QUARANTINED):
         if node.id in busy or not node.can_validate:
             continue
-        runs.append(run_request(node=node, mode=mode, trigger=ValidationRun.Trigger.SCHEDULED))
+        runs.append(run_request(node=node, mode=mode, trigger=ValidationRun.Trigger.SCHEDULED))  # or its live run
     return runs

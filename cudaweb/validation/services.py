@@ -6,13 +6,14 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
+from cudaweb.validation import queue
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
 from cudaweb.validation.signals import run_finished
@@ -36,14 +37,27 @@ def agent_budget_s(node, mode):
 
 
 def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigger=ValidationRun.Trigger.MANUAL):
-    """Create a PENDING run and enqueue it once the transaction commits."""
-    from cudaweb.validation.tasks import execute_run
-
-    run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger)
-    budget = agent_budget_s(node, mode)
-    transaction.on_commit(lambda: execute_run.apply_async(
-        args=[str(run.id)], soft_time_limit=budget + 60, time_limit=budget + 120))
+    """Queue a validation of `node`, or return the run it already has live (one live run per node: a double
+    click, a bulk request over a schedule). Raises queue.BrokerUnavailable, keeping nothing, when the task queue
+    does not answer."""
+    live = node.runs.filter(status__in=ValidationRun.LIVE).first()
+    if live is not None:
+        return live
+    try:
+        with transaction.atomic():
+            run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger)
+    except IntegrityError:  # another request won the race for this node
+        return node.runs.get(status__in=ValidationRun.LIVE)
+    transaction.on_commit(lambda: _enqueue_or_forget(run))
     return run
+
+
+def _enqueue_or_forget(run):
+    try:
+        queue.enqueue(run, agent_budget_s(run.node, run.mode))
+    except queue.BrokerUnavailable:
+        ValidationRun.objects.filter(id=run.id, status=Status.PENDING).delete()  # nothing half-created
+        raise
 
 
 def run_claim(*, run_id):
@@ -53,11 +67,11 @@ def run_claim(*, run_id):
         status=Status.RUNNING, started=now, heartbeat=now) == 1
 
 
-def run_finish(*, run, status, reason="", raw_output=""):
-    """Move a RUNNING run to a terminal state (only if it is still RUNNING), update its node and tell the apps
-    above (signals.run_finished)."""
+def run_finish(*, run, status, reason="", raw_output="", from_statuses=(Status.RUNNING,)):
+    """Move a live run to a terminal state (only if it is still in one of `from_statuses`), update its node and
+    tell the apps above (signals.run_finished)."""
     now = timezone.now()
-    updated = ValidationRun.objects.filter(id=run.id, status=Status.RUNNING).update(
+    updated = ValidationRun.objects.filter(id=run.id, status__in=from_statuses).update(
         status=status, reason=reason[:10000], raw_output=raw_output[: settings.CUDAWEB_OUTPUT_CAP], finished=now)
     if not updated:
         return False
@@ -108,7 +122,7 @@ def run_execute(*, run_id):
     run = ValidationRun.objects.select_related("node", "node__credential").get(id=run_id)
     node = run.node
     budget = agent_budget_s(node, run.mode)
-    agent_args = ["--mode", run.mode, "--json"]
+    agent_args = ["--mode", run.mode, "--json", "--exit-with-stdin"]  # the agent stops when its worker is gone
     previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
                                              finished__lt=run.created).order_by("-finished").only("finished").first())
     if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
@@ -138,24 +152,19 @@ def run_execute(*, run_id):
         run_finish(run=run, status=Status.AGENT_ERROR, reason=reason,
                    raw_output=result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""))
         return Status.AGENT_ERROR
-    return run_store_report(run=run, report=report)
+    try:
+        return run_store_report(run=run, report=report)
+    except DatabaseError as exc:  # our failure, not the agent's: keep the report for a look, name the cause
+        log.exception("run %s: storing the report failed", run_id)
+        run_finish(run=run, status=Status.DASHBOARD_ERROR, raw_output=result.stdout,
+                   reason="the dashboard could not store the agent's report (%s: %s); the report is kept below" % (
+                       type(exc).__name__, exc))
+        return Status.DASHBOARD_ERROR
 
 
 def run_mark_timed_out(*, run_id, reason):
     run = ValidationRun.objects.filter(id=run_id).only("id", "node_id").first()
     return run is not None and run_finish(run=run, status=Status.TIMED_OUT, reason=reason)
-
-
-def runs_reap_stale(*, now=None):
-    """RUNNING runs whose worker went silent (killed, host lost) end as INTERRUPTED; returns how many."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S)
-    stale = ValidationRun.objects.filter(status=Status.RUNNING, heartbeat__lt=cutoff)
-    count = 0
-    for run in stale.only("id", "node_id", "heartbeat"):
-        count += run_finish(run=run, status=Status.INTERRUPTED, reason=(
-            "no sign of life from the worker since %s: the worker was killed or lost" % run.heartbeat.isoformat()))
-    return count
 
 
 class Heartbeat:
@@ -170,7 +179,12 @@ class Heartbeat:
     def _beat(self):
         try:
             while not self.stop.wait(self.every_s):
-                ValidationRun.objects.filter(id=self.run_id, status=Status.RUNNING).update(heartbeat=timezone.now())
+                try:
+                    ValidationRun.objects.filter(id=self.run_id, status=Status.RUNNING).update(
+                        heartbeat=timezone.now())
+                except DatabaseError as exc:  # a dropped connection: reconnect on the next beat, never stop
+                    log.warning("heartbeat of run %s not written: %s", self.run_id, exc)
+                    connection.close()
         finally:
             connection.close()
 

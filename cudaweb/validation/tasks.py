@@ -2,11 +2,18 @@
 
 import logging
 
+import threading
+import time
+
+from billiard.exceptions import WorkerLostError
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import task_failure, worker_ready
+from django.conf import settings
+from django.db import connection
 
-from cudaweb.validation import services
+from cudaweb.validation import reaper, services
+from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
 
@@ -19,14 +26,12 @@ def execute_run(run_id):
         services.run_mark_timed_out(run_id=run_id, reason="the worker's soft time limit ended the run")
         return "TIMED_OUT"
     except Exception as exc:
-        # A bug must not leave the run RUNNING: record it, then let Celery log the traceback.
+        # A bug of ours must not leave the run RUNNING, nor blame the agent: record it, then let Celery log it.
         log.exception("run %s failed unexpectedly", run_id)
-        from cudaweb.validation.models import ValidationRun
-
         run = ValidationRun.objects.filter(id=run_id).first()
         if run is not None:
-            services.run_finish(run=run, status=ValidationRun.Status.AGENT_ERROR,
-                                reason="internal error while running: %s: %s" % (type(exc).__name__, exc))
+            services.run_finish(run=run, status=ValidationRun.Status.DASHBOARD_ERROR,
+                                reason="the dashboard failed while running it: %s: %s" % (type(exc).__name__, exc))
         raise
     return status
 
@@ -41,12 +46,31 @@ def revalidate(mode="standard", node_id=None, label=""):
 
 @shared_task
 def reap_stale_runs():
-    return services.runs_reap_stale()
+    return reaper.runs_reap()
+
+
+@task_failure.connect
+def on_worker_lost(sender=None, task_id=None, exception=None, args=None, **kwargs):
+    """The pool process running a run died (killed, out of memory): end the run now and run it once more, instead
+    of waiting for the heartbeat to go stale. Runs in the worker's main process."""
+    if getattr(sender, "name", None) == execute_run.name and isinstance(exception, WorkerLostError) and args:
+        reaper.run_lost(run_id=args[0], reason="the worker process running it died (%s)" % exception)
+
+
+def _reap_forever(every_s):
+    while True:
+        try:
+            reaper.runs_reap()
+        except Exception:  # the database or Redis away for a while: try again next time
+            log.exception("reaping failed")
+        finally:
+            connection.close()
+        time.sleep(every_s)
 
 
 @worker_ready.connect
-def reap_on_start(**kwargs):
-    """A worker that starts after a crash ends the runs its predecessor left RUNNING."""
-    count = services.runs_reap_stale()
-    if count:
-        log.warning("marked %d stale run(s) INTERRUPTED", count)
+def start_reaper(**kwargs):
+    """Every worker reaps, not only beat: a worker that starts after a crash ends or retries what its predecessor
+    left, and keeps doing so while it runs."""
+    threading.Thread(target=_reap_forever, args=(settings.CUDAWEB_REAP_EVERY_S,), daemon=True,
+                     name="cudaweb-reaper").start()

@@ -4,6 +4,8 @@ import copy
 import json
 from pathlib import Path
 
+from django.test import TestCase
+
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_store_report
 
@@ -32,6 +34,7 @@ def scaled(report, factors=None, inventory=None, statuses=None):
 
 def stored_run(node, report, trigger=ValidationRun.Trigger.MANUAL, mode="standard"):
     run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING, mode=mode, trigger=trigger)
-    run_store_report(run=run, report=report)
+    with TestCase.captureOnCommitCallbacks(execute=True):  # as after a worker's commit (peer bands)
+        run_store_report(run=run, report=report)
     run.refresh_from_db()
     return run

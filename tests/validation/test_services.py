@@ -1,10 +1,11 @@
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cudaweb.nodes.models import Node
-from cudaweb.validation import services
+from cudaweb.validation import queue, reaper, services
 from cudaweb.validation.models import ValidationRun
 
 pytestmark = pytest.mark.django_db
@@ -28,16 +29,40 @@ def test_execute_of_a_claimed_run_does_nothing(node):
     assert services.run_execute(run_id=run.id) is None
 
 
-def test_reaper_interrupts_runs_whose_worker_went_silent(node, settings):
+def test_reaper_interrupts_runs_whose_worker_went_silent_and_runs_them_once_more(node, settings, monkeypatch):
+    queued = []
+    monkeypatch.setattr(queue, "enqueue", lambda run, budget_s: queued.append(run.id))
+    other = Node.objects.create(name="n2", transport=Node.Transport.LOCAL)
     now = timezone.now()
     stale = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING,
                                          heartbeat=now - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S + 5))
-    alive = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING, heartbeat=now)
-    assert services.runs_reap_stale(now=now) == 1
+    alive = ValidationRun.objects.create(node=other, status=ValidationRun.Status.RUNNING, heartbeat=now)
+    assert reaper.runs_reap(now=now)["interrupted"] == 1
     stale.refresh_from_db()
     alive.refresh_from_db()
     assert stale.status == ValidationRun.Status.INTERRUPTED and "worker was killed or lost" in stale.reason
     assert alive.status == ValidationRun.Status.RUNNING
+    (retry,) = stale.retries.all()
+    assert retry.status == ValidationRun.Status.PENDING and queued == [retry.id] and retry.mode == stale.mode
+    # a retry that is lost too ends for good: one retry only
+    ValidationRun.objects.filter(id=retry.id).update(status=ValidationRun.Status.RUNNING, heartbeat=stale.heartbeat)
+    reaper.runs_reap(now=now)
+    retry.refresh_from_db()
+    assert retry.status == ValidationRun.Status.INTERRUPTED and not retry.retries.exists()
+
+
+def test_one_live_run_per_node_is_a_database_rule(node):
+    ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ValidationRun.objects.create(node=node, status=ValidationRun.Status.PENDING)
+    ValidationRun.objects.create(node=node, status=ValidationRun.Status.PASSED)  # finished runs are not limited
+
+
+def test_a_second_request_returns_the_live_run(node, monkeypatch):
+    monkeypatch.setattr(queue, "enqueue", lambda run, budget_s: None)
+    first = services.run_request(node=node)
+    assert services.run_request(node=node, mode="full") == first
+    assert ValidationRun.objects.filter(node=node).count() == 1
 
 
 def test_finish_never_overwrites_a_terminal_state(node):

@@ -10,6 +10,7 @@ from cudaweb.fleet import selectors
 from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 
@@ -38,8 +39,14 @@ def nodes_validate(request):
         if not node.can_validate:
             skipped.append(node.name)
             continue
-        runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
-                                trigger=ValidationRun.Trigger.BULK))
+        try:
+            runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
+                                    trigger=ValidationRun.Trigger.BULK))
+        except BrokerUnavailable as exc:
+            queued = len(runs)
+            messages.error(request, "%s. %s" % (exc, "Nothing was queued." if not queued else
+                           "%d node(s) were queued before it stopped answering; the rest were not." % queued))
+            break
     if skipped:
         messages.warning(request, "Not validated (host key not accepted): %s" % ", ".join(skipped))
     if not runs:

@@ -15,6 +15,7 @@ from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote import connect
 from cudaweb.remote.transports.base import TransportError
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 RUNS_PER_PAGE = 25
@@ -92,7 +93,11 @@ def node_validate(request, node_id):
     if not node.can_validate:
         messages.error(request, "Accept the node's host key before validating it.")
         return redirect(node)
-    run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user)
+    try:
+        run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user)
+    except BrokerUnavailable as exc:
+        messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
+        return redirect(node)
     return redirect(run)
 
 

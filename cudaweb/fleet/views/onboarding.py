@@ -12,6 +12,7 @@ from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.fleet.views.runs import run_context
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 
@@ -40,8 +41,11 @@ def onboard_validate(request, node_id):
     if not node.can_validate:
         messages.error(request, "Accept the node's host key first.")
     else:
-        run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
-                    trigger=ValidationRun.Trigger.WIZARD)
+        try:
+            run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
+                        trigger=ValidationRun.Trigger.WIZARD)
+        except BrokerUnavailable as exc:
+            messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
     return redirect("fleet:node_onboard", node_id=node.id)
 
 

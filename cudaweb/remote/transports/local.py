@@ -62,7 +62,9 @@ class LocalTransport:
     def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None):
         argv = agent_command(python, agent_path, agent_args, limit_s)
         try:
-            popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            # stdin stays open, unwritten, for as long as this process lives: an agent run with --exit-with-stdin
+            # stops when it closes.
+            popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE,
                                      start_new_session=True)
         except OSError as exc:
             raise Unreachable("cannot start %s: %s" % (python, exc))
@@ -73,6 +75,7 @@ class LocalTransport:
             status = popen.wait(timeout=max(1, deadline - time.monotonic()))
         finally:
             pipes.close()
+            popen.stdin.close()
             try:
                 os.killpg(popen.pid, signal.SIGKILL)
             except ProcessLookupError:

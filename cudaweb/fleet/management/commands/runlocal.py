@@ -1,4 +1,7 @@
-"""`make run`: the whole dashboard on embedded defaults (SQLite, embedded Redis, a worker, the web server)."""
+"""`make run`: the whole dashboard on embedded defaults (SQLite, embedded Redis, a worker, the web server).
+
+A worker that dies is started again (its process group with it, so its beat is not left behind); Redis keeps its
+queue on disk under var/redis. Only Ctrl-C, SIGTERM or the web server or Redis dying stop everything."""
 
 import os
 import secrets
@@ -14,6 +17,27 @@ from django.core.management.base import BaseCommand
 from cudaweb import local_state
 from cudaweb.embedded import free_port, start_redis, wait_for_port
 
+MAX_RESTARTS = 5  # within RESTART_WINDOW_S: a worker that cannot stay up is a fault to show, not to hide
+RESTART_WINDOW_S = 300
+
+
+def _stop(popen, timeout=10):
+    """End a child and its process group (a worker's pool and beat)."""
+    if popen.poll() is None:
+        try:
+            os.killpg(popen.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    popen.wait()
+
 
 class Command(BaseCommand):
     help = "Run web, worker (with beat) and an embedded Redis on this machine; Ctrl-C stops all of them."
@@ -22,55 +46,70 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("CUDAWEB_PORT", "8000")))
 
     def handle(self, *args, **options):
-        children = []
-
-        def stop(*_):
-            for child in reversed(children):
-                if child.poll() is None:
-                    child.terminate()
-            for child in children:
-                try:
-                    child.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-            local_state.clear_runtime_env()
-
+        self.children = {}
         try:
-            self._start(children, options["port"])
+            env = self._start(options["port"])
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-            while all(child.poll() is None for child in children):
-                time.sleep(0.5)
-            self.stderr.write("a child process stopped; shutting down")
+            self._supervise(env)
         except KeyboardInterrupt:
             self.stdout.write("\nstopping")
         finally:
-            stop()
+            for name in ("web", "worker", "redis"):
+                if name in self.children:
+                    _stop(self.children[name])
+            local_state.clear_runtime_env()
 
-    def _start(self, children, port):
+    def _supervise(self, env):
+        restarts = []
+        while True:
+            time.sleep(0.5)
+            for name in ("redis", "web"):
+                if name in self.children and self.children[name].poll() is not None:
+                    self.stderr.write("%s stopped (exit %s); shutting down" % (name, self.children[name].returncode))
+                    return
+            worker = self.children["worker"]
+            if worker.poll() is None:
+                continue
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+            _stop(worker)  # its pool and beat too
+            if len(restarts) > MAX_RESTARTS:
+                self.stderr.write("the worker died %d times in %d s; shutting down" % (len(restarts),
+                                                                                     RESTART_WINDOW_S))
+                return
+            self.stderr.write("the worker stopped (exit %s); starting it again" % worker.returncode)
+            self.children["worker"] = self._worker(env)
+
+    def _worker(self, env):
+        # -B: beat inside the worker (one process on one machine), so scheduled revalidation runs under make run
+        # too; its own session, so that stopping it stops its pool and beat.
+        return subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
+                                 "--concurrency", "2", "--schedule", str(local_state.VAR_DIR / "celerybeat-schedule")],
+                                env=env, cwd=settings.BASE_DIR, start_new_session=True)
+
+    def _start(self, port):
         env = dict(os.environ)
         if "REDIS_URL" not in os.environ:
             redis_port = free_port()
             redis_dir = local_state.VAR_DIR / "redis"
             redis_dir.mkdir(parents=True, exist_ok=True)
-            children.append(start_redis(redis_port, redis_dir))
+            self.children["redis"] = start_redis(redis_port, redis_dir, persist=True)
             env["REDIS_URL"] = "redis://127.0.0.1:%d/0" % redis_port
             local_state.write_runtime_env({"REDIS_URL": env["REDIS_URL"]})
-            self.stdout.write("embedded redis on %s" % env["REDIS_URL"])
+            self.stdout.write("embedded redis on %s (queue kept in %s)" % (env["REDIS_URL"], redis_dir))
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_admin()
         from cudaweb.nodes.services import node_register_local
 
         node_register_local(python_path=sys.executable)
-        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        # -B: beat inside the worker (one process on one machine), so scheduled revalidation runs under make run too.
-        children.append(subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
-                                          "--concurrency", "2", "--schedule", str(settings.BASE_DIR / "var" /
-                                                                                 "celerybeat-schedule")],
-                                         env=env, cwd=settings.BASE_DIR))
-        children.append(subprocess.Popen(manage + ["runserver", "127.0.0.1:%d" % port, "--noreload", "--insecure"], env=env))
+        self.children["worker"] = self._worker(env)
+        self.children["web"] = subprocess.Popen(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload",
+             "--insecure"], env=env, start_new_session=True)
         if not wait_for_port(port, timeout=30):
             raise SystemExit("the web server did not start")
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))
+        return env
 
     def _ensure_admin(self):
         from django.contrib.auth import get_user_model

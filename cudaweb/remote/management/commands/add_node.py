@@ -1,0 +1,54 @@
+"""manage.py add_node NAME --transport local|ssh [--python PATH] [--address A --port P --user U --key-file F]
+[--labels a,b]: register a node from the command line (the host key is read later, from a worker)."""
+
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import IntegrityError
+
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.services import node_register_local
+from cudaweb.remote.connect import ssh_node_create
+from cudaweb.remote.transports.base import AuthFailed
+
+
+class Command(BaseCommand):
+    help = "Register a node: this host (--transport local) or an SSH host with its private key."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--transport", choices=("local", "ssh"), required=True)
+        parser.add_argument("--python", help="interpreter on the node that has torch (local: this one)")
+        parser.add_argument("--address")
+        parser.add_argument("--port", type=int, default=22)
+        parser.add_argument("--user")
+        parser.add_argument("--key-file", help="private key (read now and stored encrypted)")
+        parser.add_argument("--labels", default="", help="comma separated")
+
+    def handle(self, *args, **options):
+        labels = [label.strip() for label in options["labels"].split(",") if label.strip()]
+        if Node.objects.filter(name=options["name"]).exists():
+            raise CommandError("a node named %r exists" % options["name"])
+        if options["transport"] == "local":
+            node = node_register_local(name=options["name"], python_path=options["python"] or sys.executable)
+            Node.objects.filter(id=node.id).update(labels=labels or node.labels)
+        else:
+            missing = [flag for flag in ("address", "user", "key_file") if not options[flag]]
+            if missing:
+                raise CommandError("--transport ssh needs %s" % ", ".join("--" + m.replace("_", "-") for m in missing))
+            if not 1 <= options["port"] <= 65535:
+                raise CommandError("--port must be 1-65535")
+            try:
+                with open(options["key_file"]) as fh:
+                    key = fh.read(65536)
+            except OSError as exc:
+                raise CommandError("cannot read the key file: %s" % (exc.strerror or exc))
+            try:
+                node = ssh_node_create(name=options["name"], address=options["address"], port=options["port"],
+                                       username=options["user"], python_path=options["python"] or "python3",
+                                       labels=labels, private_key=key)
+            except AuthFailed as exc:
+                raise CommandError(str(exc))
+            except IntegrityError:
+                raise CommandError("a node named %r exists" % options["name"])
+        self.stdout.write("%s %s" % (node.name, node.id))

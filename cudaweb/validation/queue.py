@@ -1,0 +1,48 @@
+"""Putting a run's task on the Celery queue, and asking the broker whether it still holds one."""
+
+import logging
+
+import kombu.exceptions
+import redis.exceptions
+from django.db.models import F
+from django.utils import timezone
+
+from cudaweb.validation.models import ValidationRun
+
+log = logging.getLogger(__name__)
+BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError)
+# Give up on a broker that does not answer within a few seconds: a page or a command waits for this.
+PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
+
+
+class BrokerUnavailable(Exception):
+    """The task queue does not answer: nothing was queued."""
+
+
+def enqueue(run, budget_s):
+    """Queue the run's task (its id is the run's id, so the broker can be asked for it); count the attempt."""
+    from cudaweb.validation.tasks import execute_run
+
+    try:
+        execute_run.apply_async(args=[str(run.id)], task_id=str(run.id), soft_time_limit=budget_s + 60,
+                                time_limit=budget_s + 120, retry=True, retry_policy=PUBLISH_RETRY)
+    except BROKER_ERRORS as exc:
+        raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
+    ValidationRun.objects.filter(id=run.id).update(enqueued=timezone.now(), enqueue_count=F("enqueue_count") + 1)
+
+
+def broker_holds(run_ids):
+    """The ids among `run_ids` whose task the broker still holds, waiting in a queue or delivered but not yet
+    acknowledged; None when the broker cannot be asked (then nothing may be concluded)."""
+    from cudaweb.celery import app
+
+    wanted = {str(run_id) for run_id in run_ids}
+    try:
+        with app.connection_for_read() as connection:
+            client = connection.default_channel.client
+            messages = client.lrange(app.conf.task_default_queue, 0, -1) + list(client.hvals("unacked"))
+    except Exception as exc:  # not Redis, or Redis down: unknown
+        log.warning("cannot look into the broker: %s", exc)
+        return None
+    text = b"\n".join(m if isinstance(m, bytes) else str(m).encode() for m in messages).decode("utf-8", "replace")
+    return {run_id for run_id in wanted if run_id in text}
