@@ -5,7 +5,6 @@
 """
 
 import json
-import os
 import statistics
 import sys
 from pathlib import Path

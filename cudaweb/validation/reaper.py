@@ -50,7 +50,7 @@ def runs_reap(*, now=None):
     held = queue.broker_holds([run.id for run in waiting])
     for run in waiting:
         queued_at = run.enqueued or run.created
-        if held is not None and run.id and str(run.id) in held:
+        if held is not None and str(run.id) in held:
             continue  # still in the queue: workers are busy, not lost
         if held is None and queued_at > now - timedelta(seconds=settings.CUDAWEB_PENDING_MAX_S):
             continue  # the broker cannot be asked: only a long wait says the task is lost

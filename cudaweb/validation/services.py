@@ -3,7 +3,6 @@
 import json
 import logging
 import threading
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction

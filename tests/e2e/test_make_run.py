@@ -48,7 +48,7 @@ def test_a_dead_worker_is_started_again_and_sigterm_stops_everything(tmp_path):
             time.sleep(0.2)
         os.killpg(worker, signal.SIGKILL)  # the worker, its pool and its beat
         deadline = time.monotonic() + 60
-        while (again := _worker_of(runlocal.pid)) in (None, worker):
+        while _worker_of(runlocal.pid) in (None, worker):
             assert time.monotonic() < deadline, (tmp_path / "runlocal.log").read_text()
             time.sleep(0.2)
         assert runlocal.poll() is None
