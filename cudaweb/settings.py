@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "cudaweb.validation",
     "cudaweb.drift",
     "cudaweb.playbooks",
+    "cudaweb.network",
     "cudaweb.fleet",
 ]
 
@@ -144,6 +145,8 @@ CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
 CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
 CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
 CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
+# How long one end of a node-to-node pair test waits for the other.
+CUDAWEB_PAIR_TIMEOUT_S = env_int("CUDAWEB_PAIR_TIMEOUT_S", 30)
 
 LOGGING = {
     "version": 1,

@@ -188,7 +188,8 @@ class Pool:
         """Start the workers of `ranks` not yet running (they import torch while the caller goes on)."""
         for rank in ranks:
             if rank not in self.workers:
-                rank_env = dict(self.env, RANK=str(rank), LOCAL_RANK=str(rank))
+                rank_env = dict(self.env, RANK=str(rank))
+                rank_env.setdefault("LOCAL_RANK", str(rank))  # a cross-node rank drives its host's GPU 0
                 self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
 
     def call(self, task, args, ranks, timeout):

@@ -24,6 +24,7 @@ CUDA_ERROR_SIGNATURES = (
     ("no usable listening interface found", "nccl_bad_interface"),
     ("is neither af_inet", "nccl_bad_interface"),
     ("failed to initialize any net plugin", "nccl_bad_interface"),
+    ("unable to find address for", "bad_interface"),  # gloo: GLOO_SOCKET_IFNAME names no interface
     ("shared memory segment", "nccl_shm_too_small"),
     ("failed to extend /dev/shm", "nccl_shm_too_small"),
     ("failed to create shared memory file", "nccl_shm_too_small"),

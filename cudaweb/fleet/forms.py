@@ -107,3 +107,14 @@ class TriageForm(forms.Form):
 
 class VoteForm(forms.Form):
     helped = forms.TypedChoiceField(choices=[("1", "fixed it"), ("0", "did not help")], coerce=lambda v: v == "1")
+
+
+class NetworkTestForm(forms.Form):
+    nodes = forms.ModelMultipleChoiceField(queryset=Node.objects.order_by("name"), required=False)
+    label = forms.CharField(required=False, max_length=100)
+
+    def clean(self):
+        data = super().clean()
+        if len(data.get("nodes") or []) < 2 and not data.get("label"):
+            raise forms.ValidationError("choose two nodes or more, or a label")
+        return data

@@ -1,8 +1,8 @@
-"""Every page of the dashboard, in three URL namespaces: fleet (nodes, onboarding), runs, playbooks."""
+"""Every page of the dashboard, in URL namespaces: fleet (nodes, onboarding), runs, playbooks, network."""
 
 from django.urls import path
 
-from cudaweb.fleet.views import fleet, nodes, onboarding, playbooks, runs, schedules
+from cudaweb.fleet.views import fleet, network, nodes, onboarding, playbooks, runs, schedules
 
 fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
@@ -37,3 +37,9 @@ playbook_patterns = ([
     path("<slug:playbook_id>/", playbooks.playbook_detail, name="detail"),
     path("vote/<uuid:run_id>/<slug:playbook_id>/", playbooks.vote, name="vote"),
 ], "playbooks")
+
+network_patterns = ([
+    path("", network.network_list, name="list"),
+    path("start/", network.network_start, name="start"),
+    path("<uuid:test_id>/", network.network_detail, name="detail"),
+], "network")

@@ -57,6 +57,10 @@ class Node(models.Model):
     credential = models.ForeignKey(SSHCredential, null=True, blank=True, on_delete=models.PROTECT)
     agent_timeout_s = models.PositiveIntegerField(null=True, blank=True,
                                                   help_text="overrides the mode's time budget for this node")
+    network_interface = models.CharField(max_length=64, blank=True, help_text="interface for node-to-node tests "
+                                         "(NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME); empty: NCCL and gloo choose")
+    pair_port_min = models.PositiveIntegerField(default=29600, help_text="first TCP port a pair test may listen on")
+    pair_port_max = models.PositiveIntegerField(default=29699, help_text="last TCP port a pair test may listen on")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
     created = models.DateTimeField(auto_now_add=True)
     # Denormalised from the latest runs (cudaweb.drift.services.run_summarize, on validation's run_finished

@@ -17,6 +17,7 @@ from agents.cudaprobe.model import failed, passed, skipped
 from agents.cudaprobe.registry import check, gpu_task
 
 TRANSPORT = re.compile(r"via (P2P/[A-Za-z/]+|SHM(?:/[A-Za-z]+)?|NET/[A-Za-z]+(?:/\d+)?|COLLNET\S*)")
+LATENCY_MIB = 1 / 256  # 4 KiB
 MIN_TORCH = (2, 2)  # the oldest torch these NCCL and training checks are made for
 NCCL_SIZES = {"standard": [1, 64, 1024], "full": [1, 8, 64, 256, 1024, 4096]}
 
@@ -212,9 +213,9 @@ def comm_peer(ctx):
     metrics, lines = {}, []
     for offset, backend in enumerate(backends):
         outcomes = children.run_ranks(
-            ctx, gpu_allreduce, 2, {"backend": backend, "sizes_mib": [4, 256] if backend == "nccl" else [4],
-                                  "timeout_s": timeout},
-            timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank])
+            ctx, gpu_allreduce, 2, {"backend": backend, "timeout_s": timeout,
+                                  "sizes_mib": [LATENCY_MIB, 4, 256] if backend == "nccl" else [LATENCY_MIB, 4]},
+            timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank], env={"LOCAL_RANK": "0"})
         if any(o.timed_out for o in outcomes) or any(
                 o.error and ("timeout" in o.result.get("message", "").lower()
                            or "timed out" in o.result.get("message", "").lower()) for o in outcomes):
@@ -225,6 +226,10 @@ def comm_peer(ctx):
             return task_failure(outcomes, "%s all-reduce with the peer" % backend,
                                 "nccl_network" if backend == "nccl" else "gloo_failed", "peer_timeout")
         for size in outcomes[0].result["sizes"]:
+            if size["MiB"] == LATENCY_MIB:  # 4 KiB: the round trip, not the bandwidth
+                metrics["peer_%s_latency_us" % backend] = round(size["time_us"], 1)
+                lines.append("%s 4 KiB: %.1f us" % (backend, size["time_us"]))
+                continue
             metrics["peer_%s_busbw_gbs.%dmib" % (backend, size["MiB"])] = round(size["busbw_gbs"], 2)
             lines.append("%s %d MiB: %.1f us, busbw %.2f GB/s" % (backend, size["MiB"], size["time_us"],
                                                                  size["busbw_gbs"]))

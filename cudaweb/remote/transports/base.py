@@ -1,5 +1,6 @@
 """What every transport returns or raises, and the one bounded read loop they share; plain Python, no Django."""
 
+import re
 import time
 
 
@@ -62,9 +63,19 @@ class LineSplitter:
         return bytes(self.kept).decode("utf-8", "replace")
 
 
-def agent_command(python, agent_path, agent_args, limit_s):
-    """argv for the agent under coreutils timeout, so a hung agent dies on the host too."""
-    return ["timeout", "-k", "10", str(int(limit_s)), python, agent_path] + list(agent_args)
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def agent_command(python, agent_path, agent_args, limit_s, env=None):
+    """argv for the agent under coreutils timeout, so a hung agent dies on the host too; `env` goes in front
+    through env(1) (names checked here, values passed as single arguments: the SSH transport quotes each)."""
+    prefix = []
+    for name, value in sorted((env or {}).items()):
+        if not ENV_NAME.match(name):
+            raise ValueError("not an environment variable name: %r" % name)
+        prefix.append("%s=%s" % (name, value))
+    return (["env"] + prefix if prefix else []) + ["timeout", "-k", "10", str(int(limit_s)), python, agent_path] + \
+        list(agent_args)
 
 
 def read_bounded(streams, limit_s, deadline, output_cap, on_stderr_line=None):

@@ -59,8 +59,8 @@ class LocalTransport:
             os.replace(partial, path)
         return path
 
-    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None):
-        argv = agent_command(python, agent_path, agent_args, limit_s)
+    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
+        argv = agent_command(python, agent_path, agent_args, limit_s, env)
         try:
             # stdin stays open, unwritten, for as long as this process lives: an agent run with --exit-with-stdin
             # stops when it closes.

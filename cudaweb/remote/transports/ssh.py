@@ -137,8 +137,8 @@ class SSHTransport:
             sftp.close()
         return path
 
-    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None):
-        command = shlex.join(agent_command(python, agent_path, agent_args, limit_s))
+    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
+        command = shlex.join(agent_command(python, agent_path, agent_args, limit_s, env))
         channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
         channel.exec_command(command)
         deadline = time.monotonic() + limit_s + BACKSTOP_S

@@ -1,0 +1,69 @@
+"""Tests of the network between nodes: the agent's pair mode run at both ends of each pair at once."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from cudaweb.nodes.models import Node
+
+
+class NetworkTest(models.Model):
+    """One test of a set of nodes: every pair (a small set) or a ring (a large one), in rounds of disjoint pairs."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        RUNNING = "RUNNING"
+        DONE = "DONE"
+        DASHBOARD_ERROR = "DASHBOARD_ERROR"
+
+    class Plan(models.TextChoices):
+        MATRIX = "matrix", "every pair"
+        RING = "ring", "ring (each node with its two neighbours)"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    plan = models.CharField(max_length=8, choices=Plan.choices)
+    nodes = models.ManyToManyField(Node, related_name="network_tests")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    summary = models.TextField(blank=True)
+    suspects = models.JSONField(default=list, blank=True, help_text="nodes that fail with every partner")
+
+    class Meta:
+        ordering = ["-created"]
+
+    def get_absolute_url(self):
+        return reverse("network:detail", args=[self.id])
+
+
+class PairResult(models.Model):
+    """One pair of one test: node_a listens (rank 0), node_b connects (rank 1)."""
+
+    class Status(models.TextChoices):
+        PASS = "pass"
+        FAIL = "fail"
+
+    test = models.ForeignKey(NetworkTest, on_delete=models.CASCADE, related_name="pairs")
+    round = models.PositiveSmallIntegerField()
+    node_a = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    node_b = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=4, choices=Status.choices)
+    failure = models.CharField(max_length=40, blank=True, help_text="what went wrong, named (see services.FAILURES)")
+    signatures = models.JSONField(default=list, blank=True)
+    reason = models.TextField(blank=True)
+    gloo_latency_us = models.FloatField(null=True, blank=True)
+    gloo_busbw_gbs = models.FloatField(null=True, blank=True)
+    nccl_busbw_gbs = models.FloatField(null=True, blank=True)
+    transport = models.CharField(max_length=64, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    evidence = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["round", "id"]
+        indexes = [
+            # the matrix page's history of one pair, newest first
+            models.Index(fields=["node_a", "node_b", "-id"], name="pair_history_idx"),
+        ]

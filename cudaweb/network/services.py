@@ -1,0 +1,155 @@
+"""Running a network test: for each round, every pair at once, the agent's pair mode started at both ends of a pair
+at the same time (gloo over TCP; NCCL too where the nodes have GPUs), each failure named."""
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from cudaweb.network import plans
+from cudaweb.network.models import NetworkTest, PairResult
+from cudaweb.remote import bundle
+from cudaweb.remote.connect import transport_for
+from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.reports import ReportError, parse_report
+
+log = logging.getLogger(__name__)
+AGENT_BUDGET_S = 120
+EVIDENCE_CAP = 4000
+# The agent's signatures -> the failure the matrix names; the first found wins (the connecting side first).
+FAILURES = (
+    ("bad_interface", "wrong interface"),
+    ("nccl_bad_interface", "wrong interface"),
+    ("nccl_no_route", "no route to the peer"),
+    ("nccl_peer_unreachable", "port closed on the peer"),
+    ("rendezvous_port_in_use", "port in use"),
+    ("peer_timeout", "peer never answered (port blocked, or it never came)"),
+)
+
+
+def network_test_request(*, nodes, requested_by=None, plan=None):
+    """A network test of `nodes` (two or more), queued once the transaction commits."""
+    from cudaweb.network.tasks import run_network_test
+
+    nodes = list(nodes)
+    if len(nodes) < 2:
+        raise ValueError("a network test needs two nodes or more")
+    test = NetworkTest.objects.create(plan=plan or plans.plan_for(len(nodes)), requested_by=requested_by)
+    test.nodes.set(nodes)
+    transaction.on_commit(lambda: run_network_test.delay(str(test.id)))
+    return test
+
+
+def _agent(node, role, master, results, key):
+    """Run the agent's pair mode on `node`; results[key] = (report or None, error text)."""
+    args = ["--mode", "quick", "--json", "--exit-with-stdin", "--only", "comm.peer", "--peer-role", role,
+            "--master", "%s:%d" % master, "--peer-timeout", str(settings.CUDAWEB_PAIR_TIMEOUT_S)]
+    env = {"GLOO_SOCKET_IFNAME": node.network_interface, "NCCL_SOCKET_IFNAME": node.network_interface} \
+        if node.network_interface else None
+    try:
+        payload, digest = bundle.build()
+        with transport_for(node) as transport:
+            path = transport.upload_agent(payload, digest)
+            result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env)
+        results[key] = (parse_report(result.stdout), "")
+    except (TransportError, ReportError, ValueError) as exc:
+        results[key] = (None, "%s: %s" % (type(exc).__name__, exc))
+    finally:
+        connection.close()
+
+
+def _peer_check(report):
+    if report is None:
+        return None
+    return next((c for c in report["checks"] if c["id"] == "comm.peer"), None)
+
+
+def pair_run(*, test, round_number, node_a, node_b):
+    """Both ends of one pair at once; the stored PairResult."""
+    span = max(2, node_a.pair_port_max - node_a.pair_port_min)
+    port = node_a.pair_port_min + (2 * round_number) % span  # gloo on port, NCCL on port + 1
+    master = ("127.0.0.1" if node_a.is_local else node_a.address, port)
+    results, started = {}, time.monotonic()
+    threads = [threading.Thread(target=_agent, args=(node, role, master, results, role))
+               for node, role in ((node_a, "rank0"), (node_b, "rank1"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    checks = {role: _peer_check(results[role][0]) for role in ("rank0", "rank1")}
+    signatures = [s for role in ("rank1", "rank0") for s in ((checks[role] or {}).get("signatures") or [])]
+    failure, reason = "", ""
+    never = [name for name, role in ((node_a.name, "rank0"), (node_b.name, "rank1")) if results[role][1]]
+    if never:
+        failure = "peer never came"
+        reason = "; ".join("%s: %s" % (name, results[role][1]) for name, role in
+                           ((node_a.name, "rank0"), (node_b.name, "rank1")) if results[role][1])
+    elif not all(c and c["status"] == "pass" for c in checks.values()):
+        failure = next((name for signature, name in FAILURES if signature in signatures), "pair test failed")
+        reason = "; ".join("%s (%s): %s" % (node.name, role, (checks[role] or {}).get("summary", "no comm.peer"))
+                           for node, role in ((node_a, "rank0"), (node_b, "rank1")))
+    metrics = (checks["rank0"] or {}).get("metrics") or {}
+    evidence = "\n".join("== %s\n%s" % (role, (checks[role] or {}).get("evidence", "")) for role in checks)
+    return PairResult.objects.create(
+        test=test, round=round_number, node_a=node_a, node_b=node_b,
+        status=PairResult.Status.FAIL if failure else PairResult.Status.PASS, failure=failure,
+        signatures=sorted(set(signatures)), reason=reason[:4000],
+        gloo_latency_us=metrics.get("peer_gloo_latency_us"), gloo_busbw_gbs=metrics.get("peer_gloo_busbw_gbs.4mib"),
+        nccl_busbw_gbs=metrics.get("peer_nccl_busbw_gbs.256mib"),
+        transport=next((line.split(": ", 1)[1] for line in evidence.splitlines()
+                        if line.startswith("transports: ")), "")[:64],
+        duration_s=round(time.monotonic() - started, 2), evidence=evidence[:EVIDENCE_CAP])
+
+
+def suspects_of(pairs):
+    """Nodes that fail with every partner (two partners or more) while other pairs of the test pass."""
+    if not any(p.status == PairResult.Status.PASS for p in pairs):
+        return []
+    outcomes = {}
+    for pair in pairs:
+        for node in (pair.node_a, pair.node_b):
+            outcomes.setdefault(node.name, []).append(pair.status)
+    return sorted(name for name, statuses in outcomes.items()
+                  if len(statuses) >= 2 and all(s == PairResult.Status.FAIL for s in statuses))
+
+
+def network_test_execute(*, test_id):
+    """Claim the test and run its rounds; every pair of a round at once."""
+    if not NetworkTest.objects.filter(id=test_id, status=NetworkTest.Status.PENDING).update(
+            status=NetworkTest.Status.RUNNING):
+        return None
+    test = NetworkTest.objects.get(id=test_id)
+    nodes = list(test.nodes.order_by("name"))
+    rounds = plans.matrix(len(nodes)) if test.plan == NetworkTest.Plan.MATRIX else plans.ring(len(nodes))
+    stored = []
+    for number, round_ in enumerate(rounds):
+        done = []
+
+        def one(a, b, number=number, done=done):
+            try:
+                done.append(pair_run(test=test, round_number=number, node_a=nodes[a], node_b=nodes[b]))
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=one, args=pair) for pair in round_]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stored.extend(done)
+    suspects = suspects_of(stored)
+    failed = [p for p in stored if p.status == PairResult.Status.FAIL]
+    summary = "%d pair(s) in %d round(s): %d passed, %d failed%s" % (
+        len(stored), len(rounds), len(stored) - len(failed), len(failed),
+        "; fails with every partner: %s" % ", ".join(suspects) if suspects else "")
+    NetworkTest.objects.filter(id=test.id).update(status=NetworkTest.Status.DONE, finished=timezone.now(),
+                                                  summary=summary, suspects=suspects)
+    return summary
+
+
+def network_test_fail(*, test_id, reason):
+    NetworkTest.objects.filter(id=test_id, status__in=(NetworkTest.Status.PENDING, NetworkTest.Status.RUNNING)).update(
+        status=NetworkTest.Status.DASHBOARD_ERROR, finished=timezone.now(), summary=reason[:2000])
