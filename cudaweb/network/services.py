@@ -79,29 +79,35 @@ def pair_run(*, test, round_number, node_a, node_b):
         thread.start()
     for thread in threads:
         thread.join()
+    fields = pair_outcome(node_a, node_b, results)
+    return PairResult.objects.create(test=test, round=round_number, node_a=node_a, node_b=node_b,
+                                     duration_s=round(time.monotonic() - started, 2), **fields)
+
+
+def pair_outcome(node_a, node_b, results):
+    """What one pair showed, from both ends' results {"rank0" | "rank1": (report or None, error text)}: its
+    status, the failure named, the figures and the evidence (the PairResult's fields)."""
     checks = {role: _peer_check(results[role][0]) for role in ("rank0", "rank1")}
     signatures = [s for role in ("rank1", "rank0") for s in ((checks[role] or {}).get("signatures") or [])]
     failure, reason = "", ""
-    never = [name for name, role in ((node_a.name, "rank0"), (node_b.name, "rank1")) if results[role][1]]
-    if never:
+    ends = ((node_a.name, "rank0"), (node_b.name, "rank1"))
+    if any(results[role][1] for _, role in ends):
         failure = "peer never came"
-        reason = "; ".join("%s: %s" % (name, results[role][1]) for name, role in
-                           ((node_a.name, "rank0"), (node_b.name, "rank1")) if results[role][1])
+        reason = "; ".join("%s: %s" % (name, results[role][1]) for name, role in ends if results[role][1])
     elif not all(c and c["status"] == "pass" for c in checks.values()):
         failure = next((name for signature, name in FAILURES if signature in signatures), "pair test failed")
-        reason = "; ".join("%s (%s): %s" % (node.name, role, (checks[role] or {}).get("summary", "no comm.peer"))
-                           for node, role in ((node_a, "rank0"), (node_b, "rank1")))
+        reason = "; ".join("%s (%s): %s" % (name, role, (checks[role] or {}).get("summary", "no comm.peer"))
+                           for name, role in ends)
     metrics = (checks["rank0"] or {}).get("metrics") or {}
     evidence = "\n".join("== %s\n%s" % (role, (checks[role] or {}).get("evidence", "")) for role in checks)
-    return PairResult.objects.create(
-        test=test, round=round_number, node_a=node_a, node_b=node_b,
-        status=PairResult.Status.FAIL if failure else PairResult.Status.PASS, failure=failure,
-        signatures=sorted(set(signatures)), reason=reason[:4000],
-        gloo_latency_us=metrics.get("peer_gloo_latency_us"), gloo_busbw_gbs=metrics.get("peer_gloo_busbw_gbs.4mib"),
-        nccl_busbw_gbs=metrics.get("peer_nccl_busbw_gbs.256mib"),
-        transport=next((line.split(": ", 1)[1] for line in evidence.splitlines()
-                        if line.startswith("transports: ")), "")[:64],
-        duration_s=round(time.monotonic() - started, 2), evidence=evidence[:EVIDENCE_CAP])
+    transport = next((line.split(": ", 1)[1] for line in evidence.splitlines() if line.startswith("transports: ")),
+                     "")
+    return {"status": PairResult.Status.FAIL if failure else PairResult.Status.PASS, "failure": failure,
+            "signatures": sorted(set(signatures)), "reason": reason[:4000],
+            "gloo_latency_us": metrics.get("peer_gloo_latency_us"),
+            "gloo_busbw_gbs": metrics.get("peer_gloo_busbw_gbs.4mib"),
+            "nccl_busbw_gbs": metrics.get("peer_nccl_busbw_gbs.256mib"), "transport": transport[:64],
+            "evidence": evidence[:EVIDENCE_CAP]}
 
 
 def suspects_of(pairs):
