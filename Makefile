@@ -14,11 +14,12 @@ $(STAMP): $(PY) requirements.txt requirements-dev.txt
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
 	touch $(STAMP)
 
-# Debian's openssh-server: the tests start their own sshd on loopback.
+# Debian's openssh-server and iptables: the tests start their own sshd on loopback and in network namespaces
+# (tests/simcluster.py), and make link faults between those with iptables.
 sshd:
-	@test -x /usr/sbin/sshd || { \
+	@{ test -x /usr/sbin/sshd && command -v iptables >/dev/null; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server iptables >/dev/null; }
 
 # Debian's chromium for the browser test (driven by the playwright package; no browser download).
 browser:

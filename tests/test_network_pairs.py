@@ -8,7 +8,8 @@ from pathlib import Path
 from cudaweb.network.services import pair_outcome, suspects_of
 
 PAIR = Path(__file__).resolve().parent / "fixtures" / "real" / "pair"
-A, B = types.SimpleNamespace(name="h200-gpu0"), types.SimpleNamespace(name="h200-gpu1")
+A = types.SimpleNamespace(name="h200-gpu0", is_local=False)
+B = types.SimpleNamespace(name="h200-gpu1", is_local=False)
 
 
 def _real():
@@ -42,7 +43,7 @@ def test_an_end_that_never_started_is_a_peer_that_never_came():
 
 def test_the_node_that_fails_with_every_partner():
     pair = lambda a, b, status: types.SimpleNamespace(node_a=a, node_b=b, status=status)  # noqa: E731
-    c = types.SimpleNamespace(name="c")
+    c = types.SimpleNamespace(name="c", is_local=False)
     pairs = [pair(A, B, "pass"), pair(A, c, "fail"), pair(B, c, "fail")]
     assert suspects_of(pairs) == ["c"]
     assert suspects_of([pair(A, c, "fail"), pair(B, c, "fail")]) == []  # nothing passed: no one to blame

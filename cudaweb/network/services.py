@@ -19,6 +19,7 @@ from cudaweb.validation.reports import ReportError, parse_report
 log = logging.getLogger(__name__)
 AGENT_BUDGET_S = 120
 EVIDENCE_CAP = 4000
+LOOPBACK = "remote=[127.0.0.1]"
 # The agent's signatures -> the failure the matrix names; the first found wins (the connecting side first).
 FAILURES = (
     ("bad_interface", "wrong interface"),
@@ -100,6 +101,9 @@ def pair_outcome(node_a, node_b, results):
                            for name, role in ends)
     metrics = (checks["rank0"] or {}).get("metrics") or {}
     evidence = "\n".join("== %s\n%s" % (role, (checks[role] or {}).get("evidence", "")) for role in checks)
+    if failure and LOOPBACK in evidence and not (node_a.is_local and node_b.is_local):
+        # gloo advertised the address its host name resolves to, 127.0.0.1: the peer cannot reach that
+        failure = "wrong interface (loopback chosen)"
     transport = next((line.split(": ", 1)[1] for line in evidence.splitlines() if line.startswith("transports: ")),
                      "")
     return {"status": PairResult.Status.FAIL if failure else PairResult.Status.PASS, "failure": failure,

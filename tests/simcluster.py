@@ -1,0 +1,123 @@
+"""A simulated cluster for tests and benchmarks: N hosts as network namespaces on 198.18.0.0/16 behind one bridge,
+each with Debian's sshd, its own host key, and the same authorised user key; link faults made for real.
+
+    python -m tests.simcluster up 8 --tag demo      # prints the hosts as JSON
+    python -m tests.simcluster down --tag demo
+
+Everything is named after the tag and recorded in its directory (/tmp/cudaweb-sim-<tag>), and only that is torn
+down: namespaces cws-<tag>-<i>, the bridge cwb-<tag>, the sshd pids written there.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from cudaweb.embedded import wait_for_port
+
+SSHD = "/usr/sbin/sshd"
+
+
+def _run(*argv):
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def home(tag):
+    return Path("/tmp/cudaweb-sim-%s" % tag)
+
+
+def address(index):
+    return "198.18.%d.%d" % (1 + index // 250, 2 + index % 250)
+
+
+def up(count, tag):
+    """Make `count` hosts; returns [{name, namespace, address, host_key (type, base64)}] and the user key path."""
+    if len(tag) > 6:
+        raise ValueError("tags are at most 6 characters (interface names are at most 15)")
+    root = home(tag)
+    root.mkdir(parents=True, exist_ok=True)
+    user_key = root / "user_key"
+    if not user_key.exists():
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key))
+    shutil.copy(str(user_key) + ".pub", root / "authorized_keys")
+    bridge = "cwb-%s" % tag
+    _run("ip", "link", "add", bridge, "type", "bridge")
+    _run("ip", "addr", "add", "198.18.0.1/16", "dev", bridge)
+    _run("ip", "link", "set", bridge, "up")
+    hosts = []
+    for index in range(count):
+        name, namespace, veth = "sim%d" % index, "cws-%s-%d" % (tag, index), "cw%s%d" % (tag, index)
+        _run("ip", "netns", "add", namespace)
+        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+        _run("ip", "link", "set", veth, "master", bridge, "up")
+        for argv in (("ip", "addr", "add", address(index) + "/16", "dev", "eth0"), ("ip", "link", "set", "eth0", "up"),
+                     ("ip", "link", "set", "lo", "up")):
+            _run("ip", "netns", "exec", namespace, *argv)
+        key = root / ("host_key_%d" % index)
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+        config = root / ("sshd_%d.conf" % index)
+        config.write_text("\n".join([
+            "Port 22", "ListenAddress %s" % address(index), "HostKey %s" % key,
+            "AuthorizedKeysFile %s" % (root / "authorized_keys"), "PidFile %s" % (root / ("sshd_%d.pid" % index)),
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+            "PermitRootLogin prohibit-password", "Subsystem sftp internal-sftp", "MaxStartups 100", ""]))
+        os.makedirs("/run/sshd", exist_ok=True)
+        log = open(root / ("sshd_%d.log" % index), "wb")
+        popen = subprocess.Popen(["ip", "netns", "exec", namespace, SSHD, "-D", "-e", "-f", str(config)],
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(root / "pids", "a") as fh:
+            fh.write("%d\n" % popen.pid)
+        key_type, key_base64 = (Path(str(key) + ".pub").read_text().split()[:2])
+        hosts.append({"name": name, "namespace": namespace, "address": address(index),
+                      "host_key": [key_type, key_base64]})
+    for host in hosts:
+        if not wait_for_port(22, host=host["address"], timeout=20):
+            raise RuntimeError("sshd in %s did not listen" % host["namespace"])
+    (root / "hosts.json").write_text(json.dumps(hosts))
+    return hosts, user_key
+
+
+def down(tag):
+    """Stop what `up` started for this tag, and nothing else."""
+    root = home(tag)
+    for line in (root / "pids").read_text().split() if (root / "pids").exists() else []:
+        try:
+            os.killpg(int(line), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for host in json.loads((root / "hosts.json").read_text()) if (root / "hosts.json").exists() else []:
+        subprocess.run(["ip", "netns", "del", host["namespace"]], capture_output=True)
+    subprocess.run(["ip", "link", "del", "cwb-%s" % tag], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def block_ports(host, low, high):
+    """Drop every TCP packet to ports low..high inside the host (a firewall between nodes)."""
+    _run("ip", "netns", "exec", host["namespace"], "iptables", "-A", "INPUT", "-p", "tcp", "--dport",
+         "%d:%d" % (low, high), "-j", "DROP")
+
+
+def link_down(host):
+    _run("ip", "netns", "exec", host["namespace"], "ip", "link", "set", "eth0", "down")
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python -m tests.simcluster")
+    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("count", nargs="?", type=int, default=4)
+    parser.add_argument("--tag", default="sim")
+    args = parser.parse_args()
+    if args.action == "up":
+        hosts, user_key = up(args.count, args.tag)
+        print(json.dumps({"hosts": hosts, "user_key": str(user_key)}, indent=1))
+    else:
+        down(args.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
