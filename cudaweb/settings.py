@@ -127,6 +127,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
+    "prune-old-runs": {"task": "cudaweb.validation.tasks.prune_runs", "schedule": 24 * 3600.0},
 }
 
 # Agent time budgets per mode (seconds); SSH timeouts < agent budget < Celery soft limit < hard limit.
@@ -145,6 +146,9 @@ CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
 CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
 CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
 CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
+# Old runs and their check rows go after PRUNE_DAYS, each node keeping its PRUNE_KEEP_LAST newest (daily, beat).
+CUDAWEB_PRUNE_DAYS = env_int("CUDAWEB_PRUNE_DAYS", 365)
+CUDAWEB_PRUNE_KEEP_LAST = env_int("CUDAWEB_PRUNE_KEEP_LAST", 50)
 # How long one end of a node-to-node pair test waits for the other.
 CUDAWEB_PAIR_TIMEOUT_S = env_int("CUDAWEB_PAIR_TIMEOUT_S", 30)
 

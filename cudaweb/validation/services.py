@@ -3,9 +3,12 @@
 import json
 import logging
 import threading
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from cudaweb.nodes.models import Node
@@ -194,3 +197,26 @@ class Heartbeat:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+
+
+def runs_prune(*, older_than_days, keep_last=10, now=None, nodes_per_batch=200):
+    """Delete finished runs (their check rows go with them) older than `older_than_days`, keeping each node's
+    `keep_last` newest runs, its baseline and last run, and every run an acceptance record rests on. Works through
+    the nodes a batch at a time, so memory stays bounded however long the history. Returns how many runs went."""
+    now = now or timezone.now()
+    protected = (set(Node.objects.exclude(baseline=None).values_list("baseline", flat=True))
+                 | set(Node.objects.exclude(last_run=None).values_list("last_run", flat=True)))
+    node_ids = list(Node.objects.order_by("id").values_list("id", flat=True))
+    deleted = 0
+    for start in range(0, len(node_ids), nodes_per_batch):
+        # Ranked over all of a node's runs first: a window sees only the rows its own query's filters leave.
+        beyond_newest = ValidationRun.objects.filter(node_id__in=node_ids[start:start + nodes_per_batch]).annotate(
+            newest=Window(RowNumber(), partition_by=[F("node_id")], order_by=F("created").desc())
+        ).filter(newest__gt=keep_last).values_list("id", flat=True)
+        doomed = (ValidationRun.objects.filter(id__in=list(beyond_newest),
+                                               created__lt=now - timedelta(days=older_than_days))
+                  .exclude(status__in=ValidationRun.LIVE).exclude(acceptance_records__isnull=False))
+        ids = [run_id for run_id in doomed.values_list("id", flat=True) if run_id not in protected]
+        if ids:
+            deleted += ValidationRun.objects.filter(id__in=ids).delete()[1].get("validation.ValidationRun", 0)
+    return deleted

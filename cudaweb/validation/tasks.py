@@ -45,6 +45,11 @@ def revalidate(mode="standard", node_id=None, label=""):
 
 
 @shared_task
+def prune_runs():
+    return services.runs_prune(older_than_days=settings.CUDAWEB_PRUNE_DAYS, keep_last=settings.CUDAWEB_PRUNE_KEEP_LAST)
+
+
+@shared_task
 def reap_stale_runs():
     return reaper.runs_reap()
 

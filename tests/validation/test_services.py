@@ -86,3 +86,22 @@ def test_the_agent_is_told_the_nodes_previous_validation(node, tmp_path, setting
     assert services.run_execute(run_id=run.id) == ValidationRun.Status.AGENT_ERROR
     args = argv_log.read_text().split()
     assert args[args.index("--since") + 1] == earlier.isoformat()
+
+
+def test_pruning_keeps_the_newest_the_baseline_and_what_a_decision_rests_on(node, admin_user):
+    from cudaweb.fleet.models import AcceptanceRecord
+
+    now = timezone.now()
+    runs = []
+    for age in range(8):  # 8 finished runs, 100 to 107 days old
+        run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.PASSED, verdict="pass")
+        ValidationRun.objects.filter(id=run.id).update(created=now - timedelta(days=100 + age))
+        runs.append(run)
+    Node.objects.filter(id=node.id).update(baseline=runs[7], last_run=runs[0])
+    AcceptanceRecord.objects.create(node=node, run=runs[6], decision="accepted", decided_by=admin_user,
+                                    decided_at=now, evidence={}, digest="0" * 64)
+    fresh = ValidationRun.objects.create(node=node, status=ValidationRun.Status.FAILED)
+    deleted = services.runs_prune(older_than_days=30, keep_last=2)
+    kept = set(ValidationRun.objects.values_list("id", flat=True))
+    assert deleted == 5, [runs.index(r) if r in runs else r for r in ValidationRun.objects.all()]
+    assert kept == {fresh.id, runs[0].id, runs[6].id, runs[7].id}  # newest two, the decision's, the baseline
