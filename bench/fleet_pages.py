@@ -28,7 +28,7 @@ def ensure_database(name, nodes, runs):
                            env=env, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1:]
     count = count[0] if count else ""
     if count != str(nodes):
-        subprocess.run(["psql", url, "-qc", "TRUNCATE fleet_node, validation_validationrun, drift_peerband CASCADE"],
+        subprocess.run(["psql", url, "-qc", "TRUNCATE nodes_node, validation_validationrun, drift_peerband CASCADE"],
                        check=True, capture_output=True)
         started = time.monotonic()
         subprocess.run(manage + ["seed_demo", "--nodes", str(nodes), "--runs-per-node", str(runs)], env=env,
@@ -37,7 +37,7 @@ def ensure_database(name, nodes, runs):
     return url
 
 
-def measure(url, repeat):
+def measure(url, repeat, live=False):
     """Run in a child process per database: Django is configured once per process."""
     code = r'''
 import statistics, sys, time
@@ -60,6 +60,11 @@ pages = [("fleet page", reverse("fleet:node_list")),
          ("fleet page, filtered (failing L1)", reverse("fleet:node_list") + "?failing_layer=L1"),
          ("node page", node.get_absolute_url()),
          ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]]))]
+live = sys.argv[2] == "live"
+if live:  # every node with a run in progress, as during a rack-wide validation
+    idle = Node.objects.exclude(runs__status__in=ValidationRun.LIVE)
+    ValidationRun.objects.bulk_create([ValidationRun(node=n, status="RUNNING", mode="standard") for n in idle])
+    print("%d runs live" % ValidationRun.objects.filter(status__in=ValidationRun.LIVE).count())
 for name, url in pages:
     client.get(url)  # warm-up
     times = []
@@ -71,22 +76,47 @@ for name, url in pages:
         assert response.status_code == 200, (url, response.status_code)
     print("%-36s %4d queries  median %6.1f ms  p90 %6.1f ms  (%d bytes)" % (
         name, len(queries), statistics.median(times), sorted(times)[int(0.9 * len(times)) - 1], len(response.content)))
+if live:  # a bulk request for every node: first end the live runs, so each node gets a new one
+    ValidationRun.objects.filter(status__in=ValidationRun.LIVE).update(status="INTERRUPTED")
+    ids = [str(i) for i in Node.objects.values_list("id", flat=True)]
+    started = time.perf_counter()
+    response = client.post(reverse("fleet:nodes_validate"), {"nodes": ids, "mode": "quick"})
+    elapsed = time.perf_counter() - started
+    assert response.status_code == 302, response.status_code
+    print("bulk request for %d nodes: %.2f s, %d runs queued" % (len(ids), elapsed,
+          ValidationRun.objects.filter(status="PENDING").count()))
+    ValidationRun.objects.filter(status__in=ValidationRun.LIVE).delete()
 '''
     env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="cudaweb.settings", CUDAWEB_ALLOWED_HOSTS="testserver",
                PYTHONWARNINGS="ignore")
-    subprocess.run([sys.executable, "-c", code, str(repeat)], env=env, check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code, str(repeat), "live" if live else "idle"], env=env, check=True,
+                   cwd=ROOT)
 
 
 def main():
+    if "REDIS_URL" not in os.environ:  # the bulk request queues real tasks: into a Redis of our own
+        sys.path.insert(0, str(ROOT))
+        from cudaweb.embedded import free_port, start_redis
+
+        import atexit
+        import tempfile
+
+        port = free_port()
+        redis = start_redis(port, tempfile.mkdtemp(prefix="cudaweb-bench-redis-"))
+        atexit.register(lambda: (redis.terminate(), redis.wait()))
+        os.environ["REDIS_URL"] = "redis://127.0.0.1:%d/0" % port
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--runs-per-node", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--live", action="store_true", help="with a run in progress on every node, and time a "
+                        "bulk request for every node (needs a Redis: REDIS_URL, default the embedded one started "
+                        "here)")
     args = parser.parse_args()
     for nodes in args.nodes:
         print("== %d nodes x %d runs (PostgreSQL)" % (nodes, args.runs_per_node), flush=True)
         url = ensure_database("cudaweb_bench_%d" % nodes, nodes, args.runs_per_node)
-        measure(url, args.repeat)
+        measure(url, args.repeat, live=args.live)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ class PairResult(models.Model):
     node_a = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
     node_b = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=4, choices=Status.choices)
-    failure = models.CharField(max_length=40, blank=True, help_text="what went wrong, named (see services.FAILURES)")
+    failure = models.CharField(max_length=80, blank=True, help_text="what went wrong, named (see services.FAILURES)")
     signatures = models.JSONField(default=list, blank=True)
     reason = models.TextField(blank=True)
     gloo_latency_us = models.FloatField(null=True, blank=True)

@@ -141,6 +141,11 @@ def network_test_execute(*, test_id):
         def one(a, b, number=number, done=done):
             try:
                 done.append(pair_run(test=test, round_number=number, node_a=nodes[a], node_b=nodes[b]))
+            except Exception as exc:  # our failure: the pair is kept and says so, it does not vanish
+                log.exception("pair %s-%s of network test %s", nodes[a].name, nodes[b].name, test.id)
+                done.append(PairResult.objects.create(
+                    test=test, round=number, node_a=nodes[a], node_b=nodes[b], status=PairResult.Status.FAIL,
+                    failure="dashboard error", reason="%s: %s" % (type(exc).__name__, exc)))
             finally:
                 connection.close()
 

@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('round', models.PositiveSmallIntegerField()),
                 ('status', models.CharField(choices=[('pass', 'Pass'), ('fail', 'Fail')], max_length=4)),
-                ('failure', models.CharField(blank=True, help_text='what went wrong, named (see services.FAILURES)', max_length=40)),
+                ('failure', models.CharField(blank=True, help_text='what went wrong, named (see services.FAILURES)', max_length=80)),
                 ('signatures', models.JSONField(blank=True, default=list)),
                 ('reason', models.TextField(blank=True)),
                 ('gloo_latency_us', models.FloatField(blank=True, null=True)),
