@@ -49,6 +49,8 @@ class ValidationRun(models.Model):
     progress = models.JSONField(default=list, blank=True)
     enqueued = models.DateTimeField(null=True, blank=True, help_text="when its task was last put on the queue")
     enqueue_count = models.PositiveSmallIntegerField(default=0)
+    batch = models.UUIDField(null=True, blank=True, db_index=True,
+                             help_text="the runs requested together (a bulk request): one batch page follows them")
     retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries",
                                  help_text="the run whose worker died, which this one repeats")
 

@@ -38,7 +38,8 @@ def agent_budget_s(node, mode):
     return node.agent_timeout_s or settings.CUDAWEB_AGENT_TIMEOUT[mode]
 
 
-def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigger=ValidationRun.Trigger.MANUAL):
+def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigger=ValidationRun.Trigger.MANUAL,
+                batch=None):
     """Queue a validation of `node`, or return the run it already has live (one live run per node: a double
     click, a bulk request over a schedule). Raises queue.BrokerUnavailable, keeping nothing, when the task queue
     does not answer."""
@@ -47,7 +48,8 @@ def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigg
         return live
     try:
         with transaction.atomic():
-            run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger)
+            run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger,
+                                               batch=batch)
     except IntegrityError:  # another request won the race for this node
         return node.runs.get(status__in=ValidationRun.LIVE)
     transaction.on_commit(lambda: _enqueue_or_forget(run))

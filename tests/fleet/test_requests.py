@@ -41,3 +41,16 @@ def test_a_double_click_gets_the_same_run(operator_client, local_node, monkeypat
     first = operator_client.post(reverse("fleet:node_validate", args=[local_node.id]), {"mode": "quick"})
     second = operator_client.post(reverse("fleet:node_validate", args=[local_node.id]), {"mode": "full"})
     assert first["Location"] == second["Location"] and ValidationRun.objects.count() == 1
+
+
+def test_a_bulk_request_is_followed_by_its_batch_whatever_its_size(operator_client, monkeypatch):
+    monkeypatch.setattr(queue, "enqueue", lambda run, budget_s: None)
+    nodes = [Node.objects.create(name="r-%d" % i, transport=Node.Transport.LOCAL, labels=["rack-9"]) for i in range(3)]
+    busy = ValidationRun.objects.create(node=nodes[0], status=ValidationRun.Status.RUNNING)
+    response = operator_client.post(reverse("fleet:nodes_validate"), {"label": "rack-9", "mode": "quick"})
+    assert "?batch=" in response["Location"] and "ids=" not in response["Location"]
+    page = operator_client.get(response["Location"]).content.decode()
+    assert all(n.name in page for n in nodes)
+    busy.refresh_from_db()
+    assert busy.batch is not None  # the node's live run answers for it, and the batch page follows it
+    assert ValidationRun.objects.filter(batch=busy.batch).count() == 3

@@ -1,5 +1,7 @@
 """The fleet page and bulk validation."""
 
+import uuid
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -34,14 +36,14 @@ def nodes_validate(request):
         messages.error(request, "Choose nodes or a label, and a mode.")
         return redirect("fleet:node_list")
     nodes = list(form.cleaned_data["nodes"]) or list(nodes_with_label(form.cleaned_data["label"]))
-    runs, skipped = [], []
+    runs, skipped, batch = [], [], uuid.uuid4()
     for node in nodes:
         if not node.can_validate:
             skipped.append(node.name)
             continue
         try:
             runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
-                                    trigger=ValidationRun.Trigger.BULK))
+                                    trigger=ValidationRun.Trigger.BULK, batch=batch))
         except BrokerUnavailable as exc:
             queued = len(runs)
             messages.error(request, "%s. %s" % (exc, "Nothing was queued." if not queued else
@@ -51,4 +53,7 @@ def nodes_validate(request):
         messages.warning(request, "Not validated (host key not accepted): %s" % ", ".join(skipped))
     if not runs:
         return redirect("fleet:node_list")
-    return redirect("%s?ids=%s" % (reverse("runs:batch"), ",".join(str(r.id) for r in runs)))
+    # The batch, not its run ids: a rack of 1,000 would not fit in a URL. A node that already had a live run
+    # answers with that run, which is added to the batch so the page follows it too.
+    ValidationRun.objects.filter(id__in=[r.id for r in runs], batch__isnull=True).update(batch=batch)
+    return redirect("%s?batch=%s" % (reverse("runs:batch"), batch))

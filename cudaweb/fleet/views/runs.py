@@ -46,9 +46,11 @@ def _uuids(parts):
 
 
 def _batch_runs(request):
-    ids = _uuids(request.GET.get("ids", "").split(","))
-    return list(ValidationRun.objects.filter(id__in=ids).select_related("node").defer("report", "raw_output")
-                .order_by("node__name"))
+    """The runs of ?batch=<id> (a bulk request), or of ?ids=<id>,<id>... (up to 500)."""
+    batch = _uuids([request.GET.get("batch", "")])
+    runs = ValidationRun.objects.filter(batch=batch[0]) if batch else \
+        ValidationRun.objects.filter(id__in=_uuids(request.GET.get("ids", "").split(",")))
+    return list(runs.select_related("node").defer("report", "raw_output", "progress").order_by("node__name"))
 
 
 @login_required
@@ -56,7 +58,7 @@ def batch(request):
     """Several runs requested together: each one's progress, polled while any is live."""
     runs = _batch_runs(request)
     return render(request, "runs/batch.html", {"runs": runs, "live": any(r.is_live for r in runs),
-                                                     "ids": request.GET.get("ids", "")})
+                                               "query": request.GET.urlencode()})
 
 
 @login_required
