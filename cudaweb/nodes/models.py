@@ -98,7 +98,10 @@ class Node(models.Model):
 
     @property
     def host_key_accepted(self):
-        return HostKey.objects.filter(node=self, accepted_at__isnull=False).exists()
+        try:
+            return self.host_key.accepted_at is not None  # one query, none with select_related("host_key")
+        except HostKey.DoesNotExist:
+            return False
 
     @property
     def can_validate(self):

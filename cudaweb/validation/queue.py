@@ -31,6 +31,25 @@ def enqueue(run, budget_s):
     ValidationRun.objects.filter(id=run.id).update(enqueued=timezone.now(), enqueue_count=F("enqueue_count") + 1)
 
 
+def enqueue_many(runs_and_budgets):
+    """Queue many runs' tasks over one broker connection; count each attempt in one update."""
+    from cudaweb.celery import app
+    from cudaweb.validation.tasks import execute_run
+
+    if not runs_and_budgets:
+        return
+    try:
+        with app.producer_or_acquire() as producer:
+            for run, budget_s in runs_and_budgets:
+                execute_run.apply_async(args=[str(run.id)], task_id=str(run.id), soft_time_limit=budget_s + 60,
+                                        time_limit=budget_s + 120, retry=True, retry_policy=PUBLISH_RETRY,
+                                        producer=producer)
+    except BROKER_ERRORS as exc:
+        raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
+    ValidationRun.objects.filter(id__in=[run.id for run, _ in runs_and_budgets]).update(
+        enqueued=timezone.now(), enqueue_count=F("enqueue_count") + 1)
+
+
 def broker_holds(run_ids):
     """The ids among `run_ids` whose task the broker still holds, waiting in a queue or delivered but not yet
     acknowledged; None when the broker cannot be asked (then nothing may be concluded)."""

@@ -56,6 +56,34 @@ def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigg
     return run
 
 
+def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigger.BULK, batch=None):
+    """run_request for many nodes at once (a rack): one query for the live runs, one insert, the tasks published
+    over one broker connection, one update. Nodes with a live run answer with it. Raises
+    queue.BrokerUnavailable, keeping none of the new runs, when the task queue does not answer."""
+    nodes = list(nodes)
+    live = {run.node_id: run for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE)}
+    fresh = [ValidationRun(node=node, mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
+             for node in nodes if node.id not in live]
+    with transaction.atomic():
+        ValidationRun.objects.bulk_create(fresh, ignore_conflicts=True)  # a node another request just took
+    created = set(ValidationRun.objects.filter(id__in=[r.id for r in fresh]).values_list("id", flat=True))
+    fresh = [run for run in fresh if run.id in created]
+    for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE).exclude(id__in=created):
+        live.setdefault(run.node_id, run)
+    transaction.on_commit(lambda: _enqueue_many_or_forget(fresh, mode))  # at once, outside a transaction
+    by_node = {run.node_id: run for run in fresh}
+    by_node.update(live)
+    return [by_node[node.id] for node in nodes if node.id in by_node]
+
+
+def _enqueue_many_or_forget(runs, mode):
+    try:
+        queue.enqueue_many([(run, agent_budget_s(run.node, mode)) for run in runs])
+    except queue.BrokerUnavailable:
+        ValidationRun.objects.filter(id__in=[r.id for r in runs], status=Status.PENDING).delete()  # none kept
+        raise
+
+
 def _enqueue_or_forget(run):
     try:
         queue.enqueue(run, agent_budget_s(run.node, run.mode))

@@ -29,7 +29,7 @@ def test_redis_down_on_validate_is_a_message_and_nothing_is_kept(operator_client
 
 
 def test_redis_down_on_a_bulk_request_says_what_was_queued(operator_client, local_node, monkeypatch):
-    monkeypatch.setattr(queue, "enqueue", _broker_down)
+    monkeypatch.setattr(queue, "enqueue_many", lambda runs: _broker_down(None, 0))
     response = operator_client.post(reverse("fleet:nodes_validate"), {"label": "rack-1", "mode": "quick"},
                                     follow=True)
     assert response.status_code == 200 and "Nothing was queued" in response.content.decode()
@@ -44,7 +44,8 @@ def test_a_double_click_gets_the_same_run(operator_client, local_node, monkeypat
 
 
 def test_a_bulk_request_is_followed_by_its_batch_whatever_its_size(operator_client, monkeypatch):
-    monkeypatch.setattr(queue, "enqueue", lambda run, budget_s: None)
+    queued = []
+    monkeypatch.setattr(queue, "enqueue_many", lambda runs: queued.extend(run.id for run, _ in runs))
     nodes = [Node.objects.create(name="r-%d" % i, transport=Node.Transport.LOCAL, labels=["rack-9"]) for i in range(3)]
     busy = ValidationRun.objects.create(node=nodes[0], status=ValidationRun.Status.RUNNING)
     response = operator_client.post(reverse("fleet:nodes_validate"), {"label": "rack-9", "mode": "quick"})
@@ -54,3 +55,4 @@ def test_a_bulk_request_is_followed_by_its_batch_whatever_its_size(operator_clie
     busy.refresh_from_db()
     assert busy.batch is not None  # the node's live run answers for it, and the batch page follows it
     assert ValidationRun.objects.filter(batch=busy.batch).count() == 3
+    assert sorted(queued) == sorted(ValidationRun.objects.exclude(id=busy.id).values_list("id", flat=True))

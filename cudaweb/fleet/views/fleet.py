@@ -13,7 +13,7 @@ from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
-from cudaweb.validation.services import run_request
+from cudaweb.validation.services import runs_request
 
 
 @login_required
@@ -35,20 +35,16 @@ def nodes_validate(request):
     if not form.is_valid():
         messages.error(request, "Choose nodes or a label, and a mode.")
         return redirect("fleet:node_list")
-    nodes = list(form.cleaned_data["nodes"]) or list(nodes_with_label(form.cleaned_data["label"]))
-    runs, skipped, batch = [], [], uuid.uuid4()
-    for node in nodes:
-        if not node.can_validate:
-            skipped.append(node.name)
-            continue
-        try:
-            runs.append(run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
-                                    trigger=ValidationRun.Trigger.BULK, batch=batch))
-        except BrokerUnavailable as exc:
-            queued = len(runs)
-            messages.error(request, "%s. %s" % (exc, "Nothing was queued." if not queued else
-                           "%d node(s) were queued before it stopped answering; the rest were not." % queued))
-            break
+    chosen = form.cleaned_data["nodes"] or nodes_with_label(form.cleaned_data["label"])
+    nodes = list(chosen.select_related("host_key"))
+    batch = uuid.uuid4()
+    skipped = [node.name for node in nodes if not node.can_validate]
+    try:
+        runs = runs_request(nodes=[node for node in nodes if node.can_validate], mode=form.cleaned_data["mode"],
+                            requested_by=request.user, trigger=ValidationRun.Trigger.BULK, batch=batch)
+    except BrokerUnavailable as exc:
+        messages.error(request, "%s. Nothing was queued." % exc)
+        runs = []
     if skipped:
         messages.warning(request, "Not validated (host key not accepted): %s" % ", ".join(skipped))
     if not runs:
