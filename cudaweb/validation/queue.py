@@ -20,19 +20,13 @@ class BrokerUnavailable(Exception):
 
 
 def enqueue(run, budget_s):
-    """Queue the run's task (its id is the run's id, so the broker can be asked for it); count the attempt."""
-    from cudaweb.validation.tasks import execute_run
-
-    try:
-        execute_run.apply_async(args=[str(run.id)], task_id=str(run.id), soft_time_limit=budget_s + 60,
-                                time_limit=budget_s + 120, retry=True, retry_policy=PUBLISH_RETRY)
-    except BROKER_ERRORS as exc:
-        raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
-    ValidationRun.objects.filter(id=run.id).update(enqueued=timezone.now(), enqueue_count=F("enqueue_count") + 1)
+    """Queue one run's task (its id is the run's id, so the broker can be asked for it); count the attempt."""
+    enqueue_many([(run, budget_s)])
 
 
 def enqueue_many(runs_and_budgets):
-    """Queue many runs' tasks over one broker connection; count each attempt in one update."""
+    """Queue runs' tasks over one broker connection (a task's id is its run's id, so the broker can be asked for
+    it); count each attempt in one update."""
     from cudaweb.celery import app
     from cudaweb.validation.tasks import execute_run
 

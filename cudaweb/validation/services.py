@@ -52,7 +52,7 @@ def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigg
                                                batch=batch)
     except IntegrityError:  # another request won the race for this node
         return node.runs.get(status__in=ValidationRun.LIVE)
-    transaction.on_commit(lambda: _enqueue_or_forget(run))
+    transaction.on_commit(lambda: _enqueue_or_forget([run], mode))
     return run
 
 
@@ -70,25 +70,17 @@ def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigge
     fresh = [run for run in fresh if run.id in created]
     for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE).exclude(id__in=created):
         live.setdefault(run.node_id, run)
-    transaction.on_commit(lambda: _enqueue_many_or_forget(fresh, mode))  # at once, outside a transaction
+    transaction.on_commit(lambda: _enqueue_or_forget(fresh, mode))  # at once, outside a transaction
     by_node = {run.node_id: run for run in fresh}
     by_node.update(live)
     return [by_node[node.id] for node in nodes if node.id in by_node]
 
 
-def _enqueue_many_or_forget(runs, mode):
+def _enqueue_or_forget(runs, mode):
     try:
         queue.enqueue_many([(run, agent_budget_s(run.node, mode)) for run in runs])
     except queue.BrokerUnavailable:
         ValidationRun.objects.filter(id__in=[r.id for r in runs], status=Status.PENDING).delete()  # none kept
-        raise
-
-
-def _enqueue_or_forget(run):
-    try:
-        queue.enqueue(run, agent_budget_s(run.node, run.mode))
-    except queue.BrokerUnavailable:
-        ValidationRun.objects.filter(id=run.id, status=Status.PENDING).delete()  # nothing half-created
         raise
 
 

@@ -20,7 +20,7 @@ def _broker_down(run, budget_s):
 
 
 def test_redis_down_on_validate_is_a_message_and_nothing_is_kept(operator_client, local_node, monkeypatch):
-    monkeypatch.setattr(queue, "enqueue", _broker_down)
+    monkeypatch.setattr(queue, "enqueue_many", lambda runs: _broker_down(None, 0))
     response = operator_client.post(reverse("fleet:node_validate", args=[local_node.id]), {"mode": "quick"},
                                     follow=True)
     assert response.status_code == 200
@@ -37,7 +37,7 @@ def test_redis_down_on_a_bulk_request_says_what_was_queued(operator_client, loca
 
 
 def test_a_double_click_gets_the_same_run(operator_client, local_node, monkeypatch):
-    monkeypatch.setattr(queue, "enqueue", lambda run, budget_s: None)
+    monkeypatch.setattr(queue, "enqueue_many", lambda runs: None)
     first = operator_client.post(reverse("fleet:node_validate", args=[local_node.id]), {"mode": "quick"})
     second = operator_client.post(reverse("fleet:node_validate", args=[local_node.id]), {"mode": "full"})
     assert first["Location"] == second["Location"] and ValidationRun.objects.count() == 1
