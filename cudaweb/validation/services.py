@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -43,22 +43,14 @@ def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigg
     """Queue a validation of `node`, or return the run it already has live (one live run per node: a double
     click, a bulk request over a schedule). Raises queue.BrokerUnavailable, keeping nothing, when the task queue
     does not answer."""
-    live = node.runs.filter(status__in=ValidationRun.LIVE).first()
-    if live is not None:
-        return live
-    try:
-        with transaction.atomic():
-            run = ValidationRun.objects.create(node=node, mode=mode, requested_by=requested_by, trigger=trigger,
-                                               batch=batch)
-    except IntegrityError:  # another request won the race for this node
-        return node.runs.get(status__in=ValidationRun.LIVE)
-    transaction.on_commit(lambda: _enqueue_or_forget([run], mode))
+    (run,) = runs_request(nodes=[node], mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
     return run
 
 
 def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigger.BULK, batch=None):
-    """run_request for many nodes at once (a rack): one query for the live runs, one insert, the tasks published
-    over one broker connection, one update. Nodes with a live run answer with it. Raises
+    """Queue a validation of each node, in one go for a rack: one query for the live runs, one insert (a node
+    another request took meanwhile is skipped by the one-live-run rule), the tasks published over one broker
+    connection once the transaction commits, one update. Nodes with a live run answer with it. Raises
     queue.BrokerUnavailable, keeping none of the new runs, when the task queue does not answer."""
     nodes = list(nodes)
     live = {run.node_id: run for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE)}
