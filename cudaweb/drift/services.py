@@ -3,8 +3,9 @@ drift against the baseline and against the fleet's peers, and the node's denorma
 
 import logging
 import statistics
+import zlib
 
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from cudaweb.drift import catalog
@@ -141,14 +142,17 @@ def _quantile(values, q):
 def peers_refresh(*, gpu_model):
     """Recompute the peer bands of one GPU model from the latest metrics of its nodes.
 
-    The nodes' rows are read under a row lock, so refreshes of one model run one after the other and the last
-    one reads every report committed before it (no refresh computed from fewer nodes can land after it); the
-    bands are upserted (no delete-and-insert, so no collision on the unique band), then the bands of metrics no
-    node has any more are removed."""
+    Refreshes of one model run one after the other (a PostgreSQL advisory lock per model, taken before reading;
+    SQLite has one writer anyway), and each reads the nodes after taking it: the last refresh reads every report
+    committed before it, so no refresh computed from fewer nodes can land after it. No row is locked, so a report
+    still being stored never waits on a refresh nor the other way round. The bands are upserted (no delete-and-
+    insert, so no collision on the unique band), then the bands of metrics no node has any more are removed."""
     with transaction.atomic():
-        latest = Node.objects.select_for_update().filter(gpu_model=gpu_model).order_by("id")
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(b"peers:" + gpu_model.encode())])
         series = {}
-        for metrics in latest.values_list("metrics", flat=True):
+        for metrics in Node.objects.filter(gpu_model=gpu_model).values_list("metrics", flat=True):
             for name, value in (metrics or {}).items():
                 if name in catalog.METRICS and isinstance(value, (int, float)):
                     series.setdefault(name, []).append(value)
@@ -170,6 +174,7 @@ def peers_refresh_quietly(*, gpu_model, attempts=3):
             return peers_refresh(gpu_model=gpu_model)
         except (IntegrityError, OperationalError) as exc:
             log.warning("peer bands of %s not refreshed (attempt %d): %s", gpu_model, attempt + 1, exc)
+    log.error("peer bands of %s left as they were after %d attempts", gpu_model, attempts)
     return None
 
 
