@@ -1,9 +1,9 @@
 """Facts pulled out of an error text (sizes, GPU, rank, op, timeout) and the OOM kinds they point to."""
 
-import re
+from cudaweb.playbooks import linear
 
 UNITS = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
-SIZE = r"([0-9.]+) (bytes|B|KiB|MiB|GiB|TiB)"
+SIZE = r"([0-9]{1,12}(?:\.[0-9]{1,6})?) (bytes|B|KiB|MiB|GiB|TiB)"
 PATTERNS = {
     "tried_gib": r"Tried to allocate " + SIZE,
     "total_gib": r"total capac(?:i)?ty of " + SIZE + r"|; " + SIZE + r" total capacity",
@@ -27,6 +27,9 @@ OTHER = {
 }
 
 
+COMPILED = {key: linear.compile(pattern, case_sensitive=True) for key, pattern in {**PATTERNS, **OTHER}.items()}
+
+
 def _gib(match):
     groups = [g for g in match.groups() if g is not None]
     return round(float(groups[0]) * UNITS[groups[1]], 3)
@@ -35,14 +38,14 @@ def _gib(match):
 def extract(text):
     """Numbers and names the playbooks reason with; only what the text states."""
     facts = {}
-    for key, pattern in PATTERNS.items():
-        match = re.search(pattern, text)
+    for key in PATTERNS:
+        match = COMPILED[key].search(text)
         if match:
             facts[key] = _gib(match)
     if "reserved_unallocated_gib" not in facts and {"reserved_total_gib", "allocated_gib"} <= facts.keys():
         facts["reserved_unallocated_gib"] = round(facts["reserved_total_gib"] - facts["allocated_gib"], 3)
-    for key, pattern in OTHER.items():
-        match = re.search(pattern, text)
+    for key in OTHER:
+        match = COMPILED[key].search(text)
         if match:
             value = next(g for g in match.groups() if g is not None)
             facts[key] = int(value) if value.isdigit() else value

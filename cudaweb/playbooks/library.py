@@ -1,11 +1,12 @@
 """The knowledge base: one YAML file per playbook under library/, loaded and checked once per process."""
 
 import functools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from cudaweb.playbooks import linear
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "library"
 CATEGORIES = (
@@ -22,7 +23,7 @@ class PlaybookError(ValueError):
 
 @dataclass(frozen=True)
 class Pattern:
-    regex: re.Pattern
+    regex: object  # a linear-time (RE2) pattern: see linear.py
     weight: float
 
 
@@ -51,9 +52,8 @@ def parse(data, source="<playbook>"):
         raise PlaybookError("%s: unknown category %r" % (source, data["category"]))
     match = data["match"] or {}
     try:
-        patterns = tuple(Pattern(re.compile(p["regex"], re.I | re.M), float(p["weight"]))
-                         for p in match.get("patterns") or [])
-    except (re.error, KeyError, TypeError, ValueError) as exc:
+        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"])) for p in match.get("patterns") or [])
+    except (linear.error, KeyError, TypeError, ValueError) as exc:
         raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
     if not patterns and not match.get("signatures"):
         raise PlaybookError("%s: selects nothing (no signatures, no patterns)" % source)

@@ -33,11 +33,15 @@ class Command(BaseCommand):
             return
         for result in results:
             self.stdout.write("== %s" % result["input"])
-            if not result["playbooks"]:
-                closest = ", ".join("%s (%.2f)" % (c["id"], c["score"]) for c in result["candidates"]) or "none"
-                self.stdout.write("  no match; closest: %s" % closest)
+            if not any(m["basis"] == "rules" for m in result["playbooks"]):
+                self.stdout.write("  no match%s" % ("; below, a guess" if result["playbooks"] else ""))
             for match in result["playbooks"]:
-                self.stdout.write("  %.2f  %-24s %s" % (match["score"], match["id"], match["title"]))
+                how = "then " if match["then"] else {"partial": "partial ", "similar": "similar "}.get(match["basis"], "")
+                self.stdout.write("  %.2f  %s%-24s %s" % (match["score"], how, match["id"], match["title"]))
+                if "similar_to" in match:
+                    self.stdout.write("        similar to %s" % match["similar_to"]["source"])
+                for hit in match["knowledge"][:3]:
+                    self.stdout.write("        %s (%s): %s" % (hit["name"], hit["table"], hit["meaning"][:100]))
                 for line in match["evidence"][:3]:
                     self.stdout.write("        | %s" % line)
             if result["facts"]:

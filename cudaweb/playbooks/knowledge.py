@@ -1,0 +1,203 @@
+"""Knowledge tables beside the playbooks: the error names, numbers and messages of CUDA, cuBLAS, cuDNN, NCCL,
+NVML, the Xid catalogue, torch.distributed, AMP loss scalers and container runtimes, each mapped to a category.
+
+One YAML file per table under knowledge/ (table, title, sources, entries: name, number, message(s), category,
+meaning, source), so a wording no hand-written pattern names still finds its playbook: `CUDA_ERROR_NO_DEVICE`,
+`Return value 46 from cudaStreamCreate`, `NET/IB` WARN lines from net_ib.cc, `Xid ... 79`. A table may add
+`sources_files` (NCCL: the source files its WARN lines name); number_contexts.yaml says how logs print each
+table's numeric codes. Every pattern is linear (linear.py).
+"""
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from cudaweb.playbooks import linear
+
+KNOWLEDGE_DIR = Path(__file__).resolve().parent / "knowledge"
+NAME_WEIGHT = 1.0  # an identifier (cudaErrorNoDevice, CUDA_ERROR_OUT_OF_MEMORY, ncclSystemError) names one error
+MESSAGE_WEIGHT = 0.8  # the library's own message, word for word
+SHORT_MESSAGE_WEIGHT = 0.5  # a message under SHORT characters ("out of memory") also appears in other contexts
+NUMBER_WEIGHT = 0.8  # a numeric code in a context that says which table it belongs to
+FILE_WEIGHT = 0.6  # an NCCL WARN line from a source file whose job is known
+SHORT = 24
+MIN_MESSAGE = 10  # messages shorter than this ("no error", "unknown") select nothing on their own
+MAX_HITS = 16
+
+
+@dataclass(frozen=True)
+class Entry:
+    table: str
+    name: str
+    number: object
+    messages: tuple
+    category: object
+    meaning: str
+    source: str
+    action: str = ""
+    pattern: object = None  # compiled, for entries a fixed message cannot name (nvidia-smi -q fields, prose)
+
+
+CONTEXTS_FILE = "number_contexts.yaml"
+
+
+@dataclass(frozen=True)
+class Hit:
+    entry: Entry
+    offset: int  # where in the text
+    weight: float
+    how: str  # "name", "message", "number" or "file"
+
+    def as_dict(self):
+        e = self.entry
+        return {"table": e.table, "name": e.name, "number": e.number, "category": e.category,
+                "meaning": e.meaning, "source": e.source, "how": self.how}
+
+
+_PLACEHOLDER = linear.compile(r"\{[^{}\n]{0,40}\}|%(?:l{0,2}|z)[sdiufgxpc]|\.\.\.", case_sensitive=True)
+MIN_FRAGMENT = 16
+
+
+def _messages(value):
+    """A message as logs print it; a format string ("connect to {}:{} - timed out") gives its long fixed parts."""
+    if value is None:
+        return ()
+    out = []
+    for message in (value if isinstance(value, list) else [value]):
+        message = " ".join(str(message or "").split())
+        if not message:
+            continue
+        if _PLACEHOLDER.search(message):
+            out += [part.strip() for part in _PLACEHOLDER.split(message) if len(part.strip()) >= MIN_FRAGMENT]
+        else:
+            out.append(message)
+    return tuple(out)
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    entries: list
+    number_patterns: tuple  # compiled
+    files: dict  # NCCL source file basename -> Entry
+    patterned: tuple = ()  # entries with a category and a pattern
+
+
+_IDENTIFIER = linear.compile(r"^[A-Za-z_][A-Za-z0-9_]{7,80}$", case_sensitive=True)
+_ERRORISH = linear.compile(r"Error|Exception|ERROR|STATUS|Status|Timeout|^nccl[A-Z]|^ROBUST_CHANNEL|^NVLINK|^GSP|_ERR",
+                           case_sensitive=True)
+GENERIC = frozenset({"RuntimeError", "ValueError", "AssertionError", "KeyError", "OSError", "TypeError", "SystemError",
+                     "Exception", "ChildFailedError", "NotImplementedError", "AttributeError", "IndexError",
+                     "getNcclErrorDetailStr"})
+
+
+def _names(entry):
+    """The identifiers under which logs print this entry: an error name, not a module or a group label."""
+    last = entry.name.rsplit(".", 1)[-1]
+    return [name for name in {entry.name, last} if _IDENTIFIER.search(name) and _ERRORISH.search(name)
+            and name not in GENERIC]
+
+
+def _stem(path):
+    """net_ib for transport/net_ib.cc and net_ib.cu (NCCL's sources were .cu before 2.9)."""
+    return path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+
+def _boundary(literal):
+    text = linear.escape(literal)
+    return ("\\b" if literal[:1].isalnum() else "") + text + ("\\b" if literal[-1:].isalnum() else "")
+
+
+class Knowledge:
+    def __init__(self, tables):
+        self.tables = tables
+        self.by_name, self.by_message, self.by_number = {}, {}, {}
+        for table in tables:
+            for entry in table.entries:
+                if not entry.category:
+                    continue
+                for name in _names(entry):
+                    self.by_name.setdefault(name.lower(), []).append(entry)
+                for message in entry.messages:
+                    if len(message) >= MIN_MESSAGE:
+                        self.by_message.setdefault(message.lower().rstrip("."), []).append(entry)
+                if entry.number is not None:
+                    self.by_number[(table.name, int(entry.number))] = entry
+        names = sorted(self.by_name, key=len, reverse=True)
+        messages = sorted(self.by_message, key=len, reverse=True)
+        self.names = linear.compile("|".join(_boundary(n) for n in names)) if names else None
+        self.message_regex = linear.compile("|".join(_boundary(m) for m in messages)) if messages else None
+        self.file_regex = linear.compile(r"([A-Za-z_][\w/]{0,60}\.(?:cc|cu|h|cpp))[:(]\d{1,6}\)? NCCL WARN")
+
+    def hits(self, text):
+        """Every entry the text names, each once, in text order (capped at MAX_HITS)."""
+        found = {}
+
+        def add(entry, offset, weight, how):
+            key = (entry.table, entry.name)
+            if key not in found or found[key].weight < weight:
+                found[key] = Hit(entry, offset, weight, how)
+
+        if self.names is not None:
+            for match in self.names.finditer(text):
+                for entry in self.by_name.get(match.group(0).lower(), ()):
+                    add(entry, match.start(), NAME_WEIGHT, "name")
+        if self.message_regex is not None:
+            for match in self.message_regex.finditer(text):
+                message = match.group(0).lower().rstrip(".")
+                for entry in self.by_message.get(message, ()):
+                    add(entry, match.start(), MESSAGE_WEIGHT if len(message) >= SHORT else SHORT_MESSAGE_WEIGHT,
+                        "message")
+        for table in self.tables:
+            for entry in table.patterned:
+                match = entry.pattern.search(text)
+                if match:
+                    add(entry, match.start(), MESSAGE_WEIGHT, "pattern")
+            for pattern in table.number_patterns:
+                for match in pattern.finditer(text):
+                    number = next((g for g in match.groups() if g), None)
+                    entry = self.by_number.get((table.name, int(number))) if number else None
+                    if entry is not None:
+                        add(entry, match.start(), NUMBER_WEIGHT, "number")
+            if table.files:
+                for match in self.file_regex.finditer(text):
+                    entry = table.files.get(_stem(match.group(1)))
+                    if entry is not None:
+                        add(entry, match.start(), FILE_WEIGHT, "file")
+            if len(found) >= MAX_HITS * 4:
+                break
+        return sorted(found.values(), key=lambda h: h.offset)[:MAX_HITS]
+
+
+def _table(path, contexts):
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    name = data["table"]
+    entries = [Entry(name, str(e["name"]), e.get("number"), () if e.get("pattern") else _messages(e.get("message")),
+                     e.get("category"), " ".join(str(e.get("meaning", "")).split()),
+                     e.get("source") or (data.get("sources") or [""])[0], str(e.get("action") or ""),
+                     linear.compile(e["pattern"]) if e.get("pattern") and e.get("category") else None)
+               for e in data.get("entries") or []]
+    files = {}
+    for item in data.get("sources_files") or []:
+        if item.get("category"):
+            entry = Entry(name, item["file"], None, (), item["category"], " ".join(str(item.get("does", "")).split()),
+                          item.get("source", ""))
+            for alias in [item["file"], *(item.get("aliases") or [])]:
+                files[_stem(alias)] = entry
+    patterns = tuple(linear.compile(p) for p in contexts.get(name) or [])
+    return Table(name, data.get("title", name), entries, patterns, files,
+                 tuple(e for e in entries if e.pattern is not None))
+
+
+@functools.lru_cache(maxsize=1)
+def load(directory=KNOWLEDGE_DIR):
+    directory = Path(directory)
+    contexts = yaml.safe_load((directory / CONTEXTS_FILE).read_text(encoding="utf-8")) or {}
+    return Knowledge([_table(path, contexts) for path in sorted(directory.glob("*.yaml")) if path.name != CONTEXTS_FILE])
+
+
+def entries():
+    return [entry for table in load().tables for entry in table.entries]

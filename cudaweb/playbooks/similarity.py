@@ -1,0 +1,123 @@
+"""The fallback for text no rule names: rank the labelled examples by BM25 similarity to it.
+
+The documents are the labelled real error texts of the corpus's dev split (knowledge/examples.jsonl, each with
+its source), every playbook's own symptoms and causes, and every knowledge-table entry. A text that matches no
+pattern is compared with them; each category is scored by its most similar document, and the answer is shown
+as "similar to <source>", below the rules' confident line. BM25 in a few dozen lines, not a dependency:
+the index is a few hundred short documents, and we need leave-one-out for honest figures (docs/adr/0007).
+"""
+
+import functools
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudaweb.playbooks import knowledge, linear
+from cudaweb.playbooks.library import load
+
+EXAMPLES_PATH = Path(__file__).resolve().parent / "knowledge" / "examples.jsonl"
+K1, B = 1.2, 0.75
+MAX_QUERY_CHARS = 64 * 1024  # the head and the tail of a huge log: where errors are, and a bound on time
+MIN_TERMS = 3  # a document must share at least this many distinct words with the text
+MIN_SCORE = 6.0  # and reach this BM25 score, or the text is "no match" (random text is not "similar")
+STOP = frozenset("""the a an and or of to in on at for is are was were be been it this that with as by from not no
+    you your we our i my if else then than but so can could would should will do does did has have had there here
+    line file self none true false return def import py lib site packages python local usr home""".split())
+_WORD = linear.compile(r"[A-Za-z_][A-Za-z0-9_]{1,48}", case_sensitive=True)
+_CAMEL = linear.compile(r"[A-Z]+[a-z0-9]*|[a-z0-9]+", case_sensitive=True)
+
+
+def terms(text):
+    """Lower-cased words and identifiers; an identifier also gives its parts (cudaErrorNoDevice -> no, device)."""
+    out = []
+    for match in _WORD.finditer(text):
+        word = match.group(0)
+        lower = word.lower()
+        if lower not in STOP:
+            out.append(lower)
+        if "_" in word or (word[:1].islower() and any(c.isupper() for c in word)):
+            parts = [p.lower() for piece in word.split("_") for p in _CAMEL.findall(piece)]
+            out += [p for p in parts if len(p) > 1 and p not in STOP and p != lower]
+    return out
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    category: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Similar:
+    category: str
+    score: float  # BM25 of the most similar document of this category
+    document: Document
+
+
+class Index:
+    def __init__(self, documents):
+        """documents: (Document, text) pairs."""
+        self.documents = [doc for doc, _ in documents]
+        self.frequencies = [Counter(terms(text)) for _, text in documents]
+        self.lengths = [sum(f.values()) for f in self.frequencies]
+        self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        containing = Counter(term for f in self.frequencies for term in f)
+        n = len(self.documents)
+        self.idf = {term: math.log(1 + (n - k + 0.5) / (k + 0.5)) for term, k in containing.items()}
+        self.postings = {}
+        for i, f in enumerate(self.frequencies):
+            for term in f:
+                self.postings.setdefault(term, []).append(i)
+
+    def search(self, text, exclude=frozenset()):
+        """Categories by their most similar document, best first; `exclude` drops documents by id."""
+        if len(text) > MAX_QUERY_CHARS:
+            text = text[:MAX_QUERY_CHARS // 2] + "\n" + text[-MAX_QUERY_CHARS // 2:]
+        query = set(terms(text))
+        scores, shared = Counter(), Counter()
+        for term in query:
+            idf = self.idf.get(term)
+            if idf is None:
+                continue
+            for i in self.postings[term]:
+                tf = self.frequencies[i][term]
+                norm = tf + K1 * (1 - B + B * self.lengths[i] / self.average)
+                scores[i] += idf * tf * (K1 + 1) / norm
+                shared[i] += 1
+        best = {}
+        for i, score in scores.items():
+            doc = self.documents[i]
+            if doc.id in exclude or shared[i] < MIN_TERMS or score < MIN_SCORE:
+                continue
+            if doc.category not in best or score > best[doc.category].score:
+                best[doc.category] = Similar(doc.category, round(score, 3), doc)
+        return sorted(best.values(), key=lambda s: (-s.score, s.category))
+
+
+def _examples(path=EXAMPLES_PATH):
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [(Document(e["id"], e["category"], e["source"]), e["text"]) for e in entries]
+
+
+def _playbook_documents():
+    docs = []
+    for book in load().values():
+        causes = " ".join("%s %s" % (c.get("cause", ""), c.get("tell", "")) for c in book.causes
+                          if isinstance(c, dict))
+        text = " ".join([book.title, book.summary, " ".join(map(str, book.symptoms)), causes])
+        docs.append((Document("playbook:" + book.id, book.category, "playbook " + book.id), text))
+    return docs
+
+
+def _knowledge_documents():
+    return [(Document("%s:%s" % (entry.table, entry.name), entry.category, entry.source),
+             " ".join([entry.name, " ".join(entry.messages), entry.meaning]))
+            for entry in knowledge.entries() if entry.category]
+
+
+@functools.lru_cache(maxsize=1)
+def default_index():
+    return Index(_examples() + _playbook_documents() + _knowledge_documents())
