@@ -31,12 +31,13 @@ COMPILED = {key: linear.compile(pattern, case_sensitive=True) for key, pattern i
 
 
 def _gib(match):
-    groups = [g for g in match.groups() if g is not None]
+    groups = [g.decode("ascii") for g in match.groups() if g is not None]
     return round(float(groups[0]) * UNITS[groups[1]], 3)
 
 
 def extract(text):
-    """Numbers and names the playbooks reason with; only what the text states."""
+    """Numbers and names the playbooks reason with; only what the text (str or UTF-8 bytes) states."""
+    text = linear.utf8(text)
     facts = {}
     for key in PATTERNS:
         match = COMPILED[key].search(text)
@@ -47,7 +48,7 @@ def extract(text):
     for key in OTHER:
         match = COMPILED[key].search(text)
         if match:
-            value = next(g for g in match.groups() if g is not None)
+            value = linear.text_of(next(g for g in match.groups() if g is not None))
             facts[key] = int(value) if value.isdigit() else value
     if "driver_cuda_found" in facts:
         found = facts["driver_cuda_found"]

@@ -9,6 +9,7 @@ table's numeric codes. Every pattern is linear (linear.py).
 """
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,7 @@ class Hit:
                 "meaning": e.meaning, "source": e.source, "how": self.how}
 
 
-_PLACEHOLDER = linear.compile(r"\{[^{}\n]{0,40}\}|%(?:l{0,2}|z)[sdiufgxpc]|\.\.\.", case_sensitive=True)
+_PLACEHOLDER = re.compile(r"\{[^{}\n]{0,40}\}|%(?:l{0,2}|z)[sdiufgxpc]|\.\.\.")  # on the tables, not on input
 MIN_FRAGMENT = 16
 
 
@@ -86,9 +87,8 @@ class Table:
     patterned: tuple = ()  # entries with a category and a pattern
 
 
-_IDENTIFIER = linear.compile(r"^[A-Za-z_][A-Za-z0-9_]{7,80}$", case_sensitive=True)
-_ERRORISH = linear.compile(r"Error|Exception|ERROR|STATUS|Status|Timeout|^nccl[A-Z]|^ROBUST_CHANNEL|^NVLINK|^GSP|_ERR",
-                           case_sensitive=True)
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{7,80}$")  # on the tables' names, not on input
+_ERRORISH = re.compile(r"Error|Exception|ERROR|STATUS|Status|Timeout|^nccl[A-Z]|^ROBUST_CHANNEL|^NVLINK|^GSP|_ERR")
 GENERIC = frozenset({"RuntimeError", "ValueError", "AssertionError", "KeyError", "OSError", "TypeError", "SystemError",
                      "Exception", "ChildFailedError", "NotImplementedError", "AttributeError", "IndexError",
                      "getNcclErrorDetailStr"})
@@ -133,7 +133,9 @@ class Knowledge:
         self.file_regex = linear.compile(r"([A-Za-z_][\w/]{0,60}\.(?:cc|cu|h|cpp))[:(]\d{1,6}\)? NCCL WARN")
 
     def hits(self, text):
-        """Every entry the text names, each once, in text order (capped at MAX_HITS)."""
+        """Every entry the text (str or UTF-8 bytes) names, each once, in text order (at most MAX_HITS);
+        offsets are byte offsets into linear.utf8(text)."""
+        text = linear.utf8(text)
         found = {}
 
         def add(entry, offset, weight, how):
@@ -143,11 +145,11 @@ class Knowledge:
 
         if self.names is not None:
             for match in self.names.finditer(text):
-                for entry in self.by_name.get(match.group(0).lower(), ()):
+                for entry in self.by_name.get(linear.text_of(match.group(0)).lower(), ()):
                     add(entry, match.start(), NAME_WEIGHT, "name")
         if self.message_regex is not None:
             for match in self.message_regex.finditer(text):
-                message = match.group(0).lower().rstrip(".")
+                message = linear.text_of(match.group(0)).lower().rstrip(".")
                 for entry in self.by_message.get(message, ()):
                     add(entry, match.start(), MESSAGE_WEIGHT if len(message) >= SHORT else SHORT_MESSAGE_WEIGHT,
                         "message")
@@ -164,7 +166,7 @@ class Knowledge:
                         add(entry, match.start(), NUMBER_WEIGHT, "number")
             if table.files:
                 for match in self.file_regex.finditer(text):
-                    entry = table.files.get(_stem(match.group(1)))
+                    entry = table.files.get(_stem(linear.text_of(match.group(1))))
                     if entry is not None:
                         add(entry, match.start(), FILE_WEIGHT, "file")
             if len(found) >= MAX_HITS * 4:

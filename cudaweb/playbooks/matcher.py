@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from cudaweb.playbooks import facts as facts_module
-from cudaweb.playbooks import knowledge, similarity
+from cudaweb.playbooks import knowledge, linear, similarity
 from cudaweb.playbooks.library import load
 
 MIN_SCORE = 0.6
@@ -37,7 +37,7 @@ class Match:
     signatures: list = field(default_factory=list)
     metrics: list = field(default_factory=list)
     knowledge: list = field(default_factory=list)  # knowledge.Hit, in text order
-    first: object = None  # offset of the earliest matched line in the text
+    first: object = None  # (byte) offset of the earliest matched line in the text
     basis: str = "rules"  # "rules"; below MIN_SCORE "partial" (a near-miss rule) or "similar" (the fallback)
     similar_to: object = None  # similarity.Similar for the fallback
     then: bool = False  # a later failure in the same log, after the one that leads
@@ -81,10 +81,11 @@ class Triage:
                 "oom_kinds": self.oom_kinds}
 
 
-def _line_of(text, start):
-    begin = text.rfind("\n", 0, start) + 1
-    end = text.find("\n", start)
-    return begin, text[begin:end if end != -1 else len(text)]
+def _line_of(data, start):
+    """The line (str) around a byte offset of the UTF-8 text, and where it begins."""
+    begin = data.rfind(b"\n", 0, start) + 1
+    end = data.find(b"\n", start)
+    return begin, linear.text_of(data[begin:end if end != -1 else len(data)][:MAX_LINE * 4])
 
 
 def _score(book, text, signatures, metrics, hits):
@@ -118,7 +119,8 @@ def _score(book, text, signatures, metrics, hits):
 def _order(matches):
     """Best score first, except that a consequence never leads its cause: when the best is a communication
     failure (a watchdog timeout, a remote error, a store that lost a worker) and a confident failure of another
-    kind comes earlier in the log, that one leads. Confident failures after the leader are its "then"."""
+    kind comes earlier in the log, that one leads. The confident failures after the leader, and the
+    communication failures anywhere, are its "then"."""
     matches = sorted(matches, key=lambda m: (-m.score, m.playbook.id))
     failures = [m for m in matches if m.confident and m.first is not None and m.playbook.category not in ADVISORY]
     if len(failures) < 2:
@@ -130,8 +132,8 @@ def _order(matches):
             leader = min(causes, key=lambda m: (m.first, -m.score))
     if leader not in failures:
         return matches
-    for m in failures:
-        m.then = m is not leader and m.first > leader.first
+    for m in failures:  # what followed the leader, and the communication failures it explains wherever they are
+        m.then = m is not leader and (m.first > leader.first or m.playbook.category in CONSEQUENCES)
     rest = [m for m in matches if m is not leader]
     return [leader] + [m for m in rest if m.then] + [m for m in rest if not m.then]
 
@@ -164,16 +166,17 @@ def triage(text="", signatures=(), metrics=None, exclude=(), similar=True):
     `similar=False` gives the rules' matches only, no fallback (an agent check's own evidence is not a log to
     compare with issue threads); `exclude` leaves labelled examples out of it by id (leave-one-out figures)."""
     text = text or ""
+    data = linear.utf8(text)  # encoded once; every pattern runs on these bytes
     books = list(load().values())
-    hits = knowledge.load().hits(text)
-    scored = [_score(book, text, signatures, metrics or {}, hits) for book in books]
+    hits = knowledge.load().hits(data)
+    scored = [_score(book, data, signatures, metrics or {}, hits) for book in books]
     matches = _order([m for m in scored if m.score >= MIN_SCORE])
     candidates = sorted((m for m in scored if 0 < m.score < MIN_SCORE), key=lambda m: (-m.score, m.playbook.id))
     if similar and text.strip() and len(matches) < SIMILAR_SHOWN:
         near = [dataclasses.replace(m, basis="partial") for m in candidates]
-        below = _fallback(text, books, near, frozenset(exclude), {m.playbook.category for m in matches})
+        below = _fallback(data, books, near, frozenset(exclude), {m.playbook.category for m in matches})
         matches += below[:SIMILAR_SHOWN - len(matches)] if matches else below[:SIMILAR_SHOWN]
-    found = facts_module.extract(text)
+    found = facts_module.extract(data)
     oom = facts_module.oom_kinds(found, signatures) if matches and matches[0].playbook.category == "oom" else []
     return Triage(matches, candidates[:3], found, oom)
 

@@ -10,6 +10,7 @@ the index is a few hundred short documents, and we need leave-one-out for honest
 import functools
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +27,14 @@ STOP = frozenset("""the a an and or of to in on at for is are was were be been i
     you your we our i my if else then than but so can could would should will do does did has have had there here
     line file self none true false return def import py lib site packages python local usr home""".split())
 _WORD = linear.compile(r"[A-Za-z_][A-Za-z0-9_]{1,48}", case_sensitive=True)
-_CAMEL = linear.compile(r"[A-Z]+[a-z0-9]*|[a-z0-9]+", case_sensitive=True)
+_CAMEL = re.compile(r"[A-Z]+[a-z0-9]*|[a-z0-9]+")  # on one word of at most 49 characters
 
 
 def terms(text):
     """Lower-cased words and identifiers; an identifier also gives its parts (cudaErrorNoDevice -> no, device)."""
     out = []
-    for match in _WORD.finditer(text):
-        word = match.group(0)
+    for match in _WORD.finditer(linear.utf8(text)):
+        word = match.group(0).decode("ascii")
         lower = word.lower()
         if lower not in STOP:
             out.append(lower)
@@ -74,8 +75,9 @@ class Index:
 
     def search(self, text, exclude=frozenset()):
         """Categories by their most similar document, best first; `exclude` drops documents by id."""
+        text = linear.utf8(text)
         if len(text) > MAX_QUERY_CHARS:
-            text = text[:MAX_QUERY_CHARS // 2] + "\n" + text[-MAX_QUERY_CHARS // 2:]
+            text = text[:MAX_QUERY_CHARS // 2] + b"\n" + text[-MAX_QUERY_CHARS // 2:]
         query = set(terms(text))
         scores, shared = Counter(), Counter()
         for term in query:
