@@ -29,6 +29,7 @@ run_patterns = ([
     path("<uuid:run_a>/compare/<uuid:run_b>/", runs.compare, name="compare"),
     path("<uuid:run_id>/", runs.run_detail, name="run_detail"),
     path("<uuid:run_id>/fragment/", runs.run_fragment, name="run_fragment"),
+    path("<uuid:run_id>/evidence/<str:check_id>.txt", runs.check_evidence, name="check_evidence"),
 ], "runs")
 
 playbook_patterns = ([

@@ -9,6 +9,7 @@ table's numeric codes. Every pattern is linear (linear.py).
 """
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ FILE_WEIGHT = 0.6  # an NCCL WARN line from a source file whose job is known
 SHORT = 24
 MIN_MESSAGE = 10  # messages shorter than this ("no error", "unknown") select nothing on their own
 MAX_HITS = 16
+MAX_SCAN = 2000  # matches of one pattern looked at: a log repeating one line 100,000 times says it once
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Entry:
     source: str
     action: str = ""
     pattern: object = None  # compiled, for entries a fixed message cannot name (nvidia-smi -q fields, prose)
+    pattern_source: str = ""
 
 
 CONTEXTS_FILE = "number_contexts.yaml"
@@ -82,7 +85,7 @@ class Table:
     name: str
     title: str
     entries: list
-    number_patterns: tuple  # compiled
+    number_patterns: tuple  # (source, compiled)
     files: dict  # NCCL source file basename -> Entry
     patterned: tuple = ()  # entries with a category and a pattern
 
@@ -131,6 +134,11 @@ class Knowledge:
         self.names = linear.compile("|".join(_boundary(n) for n in names)) if names else None
         self.message_regex = linear.compile("|".join(_boundary(m) for m in messages)) if messages else None
         self.file_regex = linear.compile(r"([A-Za-z_][\w/]{0,60}\.(?:cc|cu|h|cpp))[:(]\d{1,6}\)? NCCL WARN")
+        self.checks = [("pattern", table, entry, entry.pattern) for table in tables for entry in table.patterned]
+        self.checks += [("number", table, None, compiled) for table in tables for _, compiled in table.number_patterns]
+        sources = [e.pattern_source for t in tables for e in t.patterned]
+        sources += [source for t in tables for source, _ in t.number_patterns]
+        self.screen = linear.Screen(sources)
 
     def hits(self, text):
         """Every entry the text (str or UTF-8 bytes) names, each once, in text order (at most MAX_HITS);
@@ -144,33 +152,33 @@ class Knowledge:
                 found[key] = Hit(entry, offset, weight, how)
 
         if self.names is not None:
-            for match in self.names.finditer(text):
+            for match in itertools.islice(self.names.finditer(text), MAX_SCAN):
                 for entry in self.by_name.get(linear.text_of(match.group(0)).lower(), ()):
                     add(entry, match.start(), NAME_WEIGHT, "name")
         if self.message_regex is not None:
-            for match in self.message_regex.finditer(text):
+            for match in itertools.islice(self.message_regex.finditer(text), MAX_SCAN):
                 message = linear.text_of(match.group(0)).lower().rstrip(".")
                 for entry in self.by_message.get(message, ()):
                     add(entry, match.start(), MESSAGE_WEIGHT if len(message) >= SHORT else SHORT_MESSAGE_WEIGHT,
                         "message")
-        for table in self.tables:
-            for entry in table.patterned:
-                match = entry.pattern.search(text)
+        for i in sorted(self.screen.occurring(text)):  # one pass: which of the patterns occur at all
+            how, table, entry, compiled = self.checks[i]
+            if how == "pattern":
+                match = compiled.search(text)
                 if match:
                     add(entry, match.start(), MESSAGE_WEIGHT, "pattern")
-            for pattern in table.number_patterns:
-                for match in pattern.finditer(text):
-                    number = next((g for g in match.groups() if g), None)
-                    entry = self.by_number.get((table.name, int(number))) if number else None
-                    if entry is not None:
-                        add(entry, match.start(), NUMBER_WEIGHT, "number")
+                continue
+            for match in itertools.islice(compiled.finditer(text), MAX_SCAN):
+                number = next((g for g in match.groups() if g), None)
+                numbered = self.by_number.get((table.name, int(number))) if number else None
+                if numbered is not None:
+                    add(numbered, match.start(), NUMBER_WEIGHT, "number")
+        for table in self.tables:
             if table.files:
-                for match in self.file_regex.finditer(text):
+                for match in itertools.islice(self.file_regex.finditer(text), MAX_SCAN):
                     entry = table.files.get(_stem(linear.text_of(match.group(1))))
                     if entry is not None:
                         add(entry, match.start(), FILE_WEIGHT, "file")
-            if len(found) >= MAX_HITS * 4:
-                break
         return sorted(found.values(), key=lambda h: h.offset)[:MAX_HITS]
 
 
@@ -180,7 +188,8 @@ def _table(path, contexts):
     entries = [Entry(name, str(e["name"]), e.get("number"), () if e.get("pattern") else _messages(e.get("message")),
                      e.get("category"), " ".join(str(e.get("meaning", "")).split()),
                      e.get("source") or (data.get("sources") or [""])[0], str(e.get("action") or ""),
-                     linear.compile(e["pattern"]) if e.get("pattern") and e.get("category") else None)
+                     linear.compile(e["pattern"]) if e.get("pattern") and e.get("category") else None,
+                     e.get("pattern") or "")
                for e in data.get("entries") or []]
     files = {}
     for item in data.get("sources_files") or []:
@@ -189,7 +198,7 @@ def _table(path, contexts):
                           item.get("source", ""))
             for alias in [item["file"], *(item.get("aliases") or [])]:
                 files[_stem(alias)] = entry
-    patterns = tuple(linear.compile(p) for p in contexts.get(name) or [])
+    patterns = tuple((p, linear.compile(p)) for p in contexts.get(name) or [])
     return Table(name, data.get("title", name), entries, patterns, files,
                  tuple(e for e in entries if e.pattern is not None))
 

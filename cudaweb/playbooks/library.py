@@ -25,6 +25,7 @@ class PlaybookError(ValueError):
 class Pattern:
     regex: object  # a linear-time (RE2) pattern: see linear.py
     weight: float
+    source: str = ""  # the pattern as written, for linear.Screen
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def parse(data, source="<playbook>"):
         raise PlaybookError("%s: unknown category %r" % (source, data["category"]))
     match = data["match"] or {}
     try:
-        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"])) for p in match.get("patterns") or [])
+        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"]), p["regex"])
+                         for p in match.get("patterns") or [])
     except (linear.error, KeyError, TypeError, ValueError) as exc:
         raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
     if not patterns and not match.get("signatures"):
@@ -76,6 +78,13 @@ def load(directory=LIBRARY_DIR):
             raise PlaybookError("%s: duplicate id %s" % (path.name, book.id))
         books[book.id] = book
     return books
+
+
+@functools.lru_cache(maxsize=1)
+def screen():
+    """(linear.Screen over every playbook's patterns, the Pattern of each index)."""
+    patterns = [pattern for book in load().values() for pattern in book.patterns]
+    return linear.Screen([p.source for p in patterns]), patterns
 
 
 def get(playbook_id):

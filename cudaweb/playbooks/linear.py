@@ -34,3 +34,17 @@ def utf8(text):
 
 def text_of(data):
     return data.decode("utf-8", "replace")
+
+
+class Screen:
+    """Which of many patterns occur in a text, in one pass over it (RE2's set matching): the matcher then
+    searches only those, instead of passing over a 2 MiB log once per pattern."""
+
+    def __init__(self, patterns, case_sensitive=False):
+        self._set = re2.Set.SearchSet(_options(case_sensitive))
+        for pattern in patterns:
+            self._set.Add(("(?m)" + pattern).encode("utf-8"))
+        self._set.Compile()
+
+    def occurring(self, data):
+        return frozenset(self._set.Match(data) or ())

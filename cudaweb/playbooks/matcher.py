@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from cudaweb.playbooks import facts as facts_module
 from cudaweb.playbooks import knowledge, linear, similarity
+from cudaweb.playbooks import library
 from cudaweb.playbooks.library import load
 
 MIN_SCORE = 0.6
@@ -88,7 +89,7 @@ def _line_of(data, start):
     return begin, linear.text_of(data[begin:end if end != -1 else len(data)][:MAX_LINE * 4])
 
 
-def _score(book, text, signatures, metrics, hits):
+def _score(book, text, signatures, metrics, hits, present):
     score, evidence, found_signatures, met, used = 0.0, {}, [], [], []
     for signature in sorted(book.signatures & set(signatures)):
         score += SIGNATURE_WEIGHT
@@ -99,7 +100,7 @@ def _score(book, text, signatures, metrics, hits):
             score += METRIC_WEIGHT
             met.append("%s %.3g < %.3g" % (condition["metric"], value, condition["below"]))
     for pattern in book.patterns:
-        found = pattern.regex.search(text)
+        found = pattern.regex.search(text) if id(pattern) in present else None
         if found:
             score += pattern.weight
             offset, line = _line_of(text, found.start())
@@ -169,7 +170,9 @@ def triage(text="", signatures=(), metrics=None, exclude=(), similar=True):
     data = linear.utf8(text)  # encoded once; every pattern runs on these bytes
     books = list(load().values())
     hits = knowledge.load().hits(data)
-    scored = [_score(book, data, signatures, metrics or {}, hits) for book in books]
+    screen, patterns = library.screen()
+    present = {id(patterns[i]) for i in screen.occurring(data)}  # one pass: which patterns occur at all
+    scored = [_score(book, data, signatures, metrics or {}, hits, present) for book in books]
     matches = _order([m for m in scored if m.score >= MIN_SCORE])
     candidates = sorted((m for m in scored if 0 < m.score < MIN_SCORE), key=lambda m: (-m.score, m.playbook.id))
     if similar and text.strip() and len(matches) < SIMILAR_SHOWN:
@@ -186,3 +189,8 @@ def triage_check(check):
     get = check.get if isinstance(check, dict) else lambda key, default=None: getattr(check, key, default)
     text = "\n".join(part for part in (get("summary", ""), get("evidence", "")) if part)
     return triage(text, get("signatures") or (), get("metrics") or {}, similar=False)
+
+
+def warm_up():
+    """Load and compile everything the matcher uses (the web process calls it at start)."""
+    triage("CUDA out of memory")

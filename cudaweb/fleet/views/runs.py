@@ -1,15 +1,16 @@
 """The run page (live while the run is), a batch of runs, and two runs compared."""
 
+import re
 import uuid
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
 from cudaweb.drift.selectors import compare_runs
 from cudaweb.fleet.selectors import run_sections
 from cudaweb.playbooks.selectors import run_playbooks
-from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.models import CheckResult, ValidationRun
 
 
 def _run(run_id):
@@ -33,6 +34,16 @@ def run_detail(request, run_id):
 def run_fragment(request, run_id):
     """The live part of the run page, polled while the run is PENDING or RUNNING."""
     return render(request, "runs/_run_live.html", run_context(request, _run(run_id)))
+
+
+@login_required
+def check_evidence(request, run_id, check_id):
+    """A check's whole evidence as a text file (the page shows its start and its end)."""
+    check = get_object_or_404(CheckResult, run_id=run_id, check_id=check_id)
+    response = HttpResponse(check.evidence, content_type="text/plain; charset=utf-8")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", check.check_id)  # the check id came from the host
+    response["Content-Disposition"] = 'attachment; filename="%s-%s.txt"' % (run_id, name)
+    return response
 
 
 def _uuids(parts):
