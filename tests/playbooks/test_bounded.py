@@ -59,3 +59,17 @@ def test_every_pattern_is_compiled_by_re2():
     kb = knowledge.load()
     kinds |= {type(kb.names), type(kb.message_regex)} | {type(p) for t in kb.tables for _, p in t.number_patterns}
     assert kinds == {type(linear.compile("x"))}
+
+
+def test_triage_log_reads_non_utf8_with_replacement(tmp_path):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    path = tmp_path / "latin1.log"
+    path.write_bytes(b"\xff\xfe caf\xe9 RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n\x80\x81")
+    out = io.StringIO()
+    call_command("triage_log", str(path), "--json", stdout=out)
+    [result] = json.loads(out.getvalue())
+    assert result["playbooks"][0]["category"] == "oom" and result["facts"]["tried_gib"] == 2.0
