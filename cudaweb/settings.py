@@ -144,6 +144,7 @@ CUDAWEB_AGENT_CACHE_DIR = env("CUDAWEB_AGENT_CACHE_DIR", str(BASE_DIR / "var" / 
 # where the broker cannot be asked, only after MAX. Every worker reaps every REAP_EVERY seconds.
 CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
 CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
+CUDAWEB_FANOUT_MIN = env_int("CUDAWEB_FANOUT_MIN", 50)  # a bulk request this big is published by a worker
 CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
 CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
 # Old runs and their check rows go after PRUNE_DAYS, each node keeping its PRUNE_KEEP_LAST newest (daily, beat).

@@ -4,6 +4,7 @@ import logging
 
 import kombu.exceptions
 import redis.exceptions
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -13,6 +14,7 @@ log = logging.getLogger(__name__)
 BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError)
 # Give up on a broker that does not answer within a few seconds: a page or a command waits for this.
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
+FANOUT_CHUNK = 250  # run ids per such task
 
 
 class BrokerUnavailable(Exception):
@@ -42,6 +44,28 @@ def enqueue_many(runs_and_budgets):
         raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
     ValidationRun.objects.filter(id__in=[run.id for run, _ in runs_and_budgets]).update(
         enqueued=timezone.now(), enqueue_count=F("enqueue_count") + 1)
+
+
+def fanout_wanted(count):
+    """From CUDAWEB_FANOUT_MIN runs, a request publishes a few tasks that publish the runs' tasks."""
+    return count >= settings.CUDAWEB_FANOUT_MIN
+
+
+def enqueue_fanout(runs):
+    """Queue many runs in a few messages: each `enqueue_runs` task, taken by a worker, publishes its runs' tasks
+    (queue.enqueue_many). A rack-wide request then answers in the time of a few publishes, not one per node. The
+    runs' ids are in those messages, so broker_holds (and the reaper) count them as held until they are queued."""
+    from cudaweb.celery import app
+    from cudaweb.validation.tasks import enqueue_runs
+
+    ids = [str(run.id) for run in runs]
+    try:
+        with app.producer_or_acquire() as producer:
+            for start in range(0, len(ids), FANOUT_CHUNK):
+                enqueue_runs.apply_async(args=[ids[start:start + FANOUT_CHUNK]], retry=True,
+                                         retry_policy=PUBLISH_RETRY, producer=producer)
+    except BROKER_ERRORS as exc:
+        raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
 
 
 def broker_holds(run_ids):

@@ -70,10 +70,22 @@ def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigge
 
 def _enqueue_or_forget(runs, mode):
     try:
-        queue.enqueue_many([(run, agent_budget_s(run.node, mode)) for run in runs])
+        if queue.fanout_wanted(len(runs)):
+            queue.enqueue_fanout(runs)  # a worker publishes the runs' tasks (runs_enqueue)
+        else:
+            queue.enqueue_many([(run, agent_budget_s(run.node, mode)) for run in runs])
     except queue.BrokerUnavailable:
         ValidationRun.objects.filter(id__in=[r.id for r in runs], status=Status.PENDING).delete()  # none kept
         raise
+
+
+def runs_enqueue(*, run_ids):
+    """The worker's half of a fan-out: publish the tasks of those runs still PENDING and not yet queued (a
+    redelivered fan-out message queues nothing twice). Returns how many were queued."""
+    runs = list(ValidationRun.objects.select_related("node").filter(
+        id__in=run_ids, status=Status.PENDING, enqueued__isnull=True))
+    queue.enqueue_many([(run, agent_budget_s(run.node, run.mode)) for run in runs])
+    return len(runs)
 
 
 def run_claim(*, run_id):

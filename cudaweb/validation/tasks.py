@@ -36,6 +36,12 @@ def execute_run(run_id):
     return status
 
 
+@shared_task(acks_late=True)
+def enqueue_runs(run_ids):
+    """A bulk request's runs, published from a worker (queue.enqueue_fanout)."""
+    return services.runs_enqueue(run_ids=run_ids)
+
+
 @shared_task
 def revalidate(mode="standard", node_id=None, label=""):
     """Beat's entry for scheduled revalidation (cudaweb.validation.schedules)."""

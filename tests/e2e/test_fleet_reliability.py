@@ -18,7 +18,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.nodes.services import node_register_local
 from cudaweb.validation import reaper
 from cudaweb.validation.models import ValidationRun
-from cudaweb.validation.services import run_request
+from cudaweb.validation.services import run_request, runs_request
 from tests.agent.harness import FAKE_BIN, Scenario, processes_with_env
 from tests.conftest import _database_url, wait_for_terminal
 from tests.services import REPO, free_port
@@ -67,6 +67,16 @@ def test_a_pending_run_the_queue_lost_is_queued_again(celery_worker, settings):
     assert reaper.runs_reap()["requeued"] == 1
     run = wait_for_terminal(lost, timeout=120)
     assert run.status == ValidationRun.Status.FAILED and run.enqueue_count == 1 and run.report
+
+
+def test_a_rack_wide_request_is_published_by_a_worker(celery_worker, settings):
+    settings.CUDAWEB_FANOUT_MIN = 2  # this process's request fans out; the worker publishes the runs' tasks
+    rack = [node_register_local(name="fan-%d" % i, python_path=sys.executable) for i in range(3)]
+    runs = runs_request(nodes=rack, mode="quick")
+    assert all(run.enqueued is None for run in runs)
+    for run in runs:
+        run = wait_for_terminal(run, timeout=180)
+        assert run.status == ValidationRun.Status.FAILED and run.enqueue_count == 1 and run.report  # no GPU here
 
 
 def _ancestors(pid):

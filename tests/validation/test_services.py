@@ -104,3 +104,26 @@ def test_pruning_keeps_the_newest_the_baseline_and_what_a_decision_rests_on(node
     kept = set(ValidationRun.objects.values_list("id", flat=True))
     assert deleted == 5, [runs.index(r) if r in runs else r for r in ValidationRun.objects.all()]
     assert kept == {fresh.id, runs[0].id, runs[6].id, runs[7].id}  # newest two, the decision's, the baseline
+
+
+def test_a_rack_wide_request_is_published_by_a_worker_and_nothing_twice(settings, monkeypatch,
+                                                                       django_capture_on_commit_callbacks):
+    from cudaweb.validation import queue, services
+
+    settings.CUDAWEB_FANOUT_MIN = 5
+    fanned, direct = [], []
+    monkeypatch.setattr(queue, "enqueue_fanout", lambda runs: fanned.append([r.id for r in runs]))
+    monkeypatch.setattr(queue, "enqueue_many", lambda pairs: direct.append([r.id for r, _ in pairs]))
+    rack = [Node.objects.create(name="r%02d" % i, transport=Node.Transport.LOCAL) for i in range(6)]
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = services.runs_request(nodes=rack, mode="quick")
+    assert fanned == [[r.id for r in runs]] and direct == []  # one call: the request published no run's task
+    few = [Node.objects.create(name="f%02d" % i, transport=Node.Transport.LOCAL) for i in range(2)]
+    with django_capture_on_commit_callbacks(execute=True):
+        services.runs_request(nodes=few, mode="quick")
+    assert len(direct) == 1 and len(fanned) == 1  # a small request publishes its runs itself
+    direct.clear()
+    assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 6 and sorted(direct[0]) == sorted(r.id for r in runs)
+    ValidationRun.objects.filter(id__in=[r.id for r in runs]).update(enqueued=timezone.now())  # as enqueue_many does
+    ValidationRun.objects.filter(id=runs[0].id).update(status=ValidationRun.Status.RUNNING)
+    assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 0  # a redelivered fan-out: nothing twice
