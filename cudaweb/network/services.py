@@ -48,13 +48,14 @@ def _agent(node, role, master, results, key):
     """Run the agent's pair mode on `node`; results[key] = (report or None, error text)."""
     args = ["--mode", "quick", "--json", "--exit-with-stdin", "--only", "comm.peer", "--peer-role", role,
             "--master", "%s:%d" % master, "--peer-timeout", str(settings.CUDAWEB_PAIR_TIMEOUT_S)]
-    env = {"GLOO_SOCKET_IFNAME": node.network_interface, "NCCL_SOCKET_IFNAME": node.network_interface} \
-        if node.network_interface else None
+    env = dict(node.agent_env() or {})
+    if node.network_interface:
+        env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
     try:
         payload, digest = bundle.build()
         with transport_for(node) as transport:
             path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env)
+            result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
         results[key] = (parse_report(result.stdout), "")
     except (TransportError, ReportError, ValueError) as exc:
         results[key] = (None, "%s: %s" % (type(exc).__name__, exc))

@@ -3,6 +3,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
@@ -59,6 +60,11 @@ class Node(models.Model):
                                                   help_text="overrides the mode's time budget for this node")
     network_interface = models.CharField(max_length=64, blank=True, help_text="interface for node-to-node tests "
                                          "(NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME); empty: NCCL and gloo choose")
+    visible_devices = models.CharField(
+        max_length=200, blank=True,
+        validators=[RegexValidator(r"^[A-Za-z0-9,:-]*$", "GPU indexes or UUIDs, comma separated")],
+        help_text="CUDA_VISIBLE_DEVICES for this node's agent, when one host is split into several nodes "
+                  "(e.g. 0, or 2,3); blank: every GPU of the host")
     pair_port_min = models.PositiveIntegerField(default=29600, help_text="first TCP port a pair test may listen on")
     pair_port_max = models.PositiveIntegerField(default=29699, help_text="last TCP port a pair test may listen on")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
@@ -85,6 +91,13 @@ class Node(models.Model):
             models.Index(fields=["status"], name="node_status_idx"),
             models.Index(fields=["gpu_model"], name="node_gpu_model_idx"),
         ]
+
+    def agent_env(self):
+        """Environment the agent runs with on this node (None when it needs none)."""
+        if not self.visible_devices:
+            return None
+        # CUDAWEB_NODE_DEVICES tells the agent the hidden GPUs are other nodes, not a mistake (cuda.available)
+        return {"CUDA_VISIBLE_DEVICES": self.visible_devices, "CUDAWEB_NODE_DEVICES": self.visible_devices}
 
     def __str__(self):
         return self.name

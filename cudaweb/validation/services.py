@@ -159,7 +159,7 @@ def run_execute(*, run_id):
     try:
         with Heartbeat(run.id), transport_for(node) as transport:
             agent_path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, agent_path, agent_args, budget,
+            result = transport.run_agent(node.python_path, agent_path, agent_args, budget, env=node.agent_env(),
                                          on_stderr_line=_progress_recorder(run))
     except base.TimedOut as exc:
         run_finish(run=run, status=Status.TIMED_OUT, reason=str(exc), raw_output=exc.stdout + "\n" + exc.stderr)

@@ -81,3 +81,13 @@ def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
         assert (again["status"], again["signatures"]) == (check["status"], check["signatures"]), check_id
         assert again["summary"] == check["summary"], check_id
         assert {k: v for k, v in again["metrics"].items()} == check["metrics"], check_id
+
+
+def test_a_node_defined_as_some_gpus_of_its_host_is_not_warned_for_hiding_the_others():
+    """The real run with CUDA_VISIBLE_DEVICES=0 on the 2 x H200 host, replayed as the dashboard runs a node that is
+    GPU 0 of its host (CUDAWEB_NODE_DEVICES=0): the other GPU is another node, not a mistake."""
+    record = json.loads((FAULTS / "gpu-hidden-by-cvd.record.json").read_text())
+    record["environ"] = dict(record["environ"], CUDAWEB_NODE_DEVICES=record["environ"]["CUDA_VISIBLE_DEVICES"])
+    replayed, _ = replay(record)
+    check = replayed["cuda.available"]
+    assert check["status"] == "pass" and "this node is GPU(s) 0 of the host's 2" in check["summary"]

@@ -25,6 +25,13 @@ def test_a_local_node_with_labels():
     assert node.status == Node.Status.READY
 
 
+def test_a_local_node_that_is_one_gpu_of_its_host():
+    add("gpu1", "--transport", "local", "--visible-devices", "1")
+    assert Node.objects.get(name="gpu1").agent_env() == {"CUDA_VISIBLE_DEVICES": "1", "CUDAWEB_NODE_DEVICES": "1"}
+    with pytest.raises(CommandError, match="GPU indexes or UUIDs"):
+        add("gpu2", "--transport", "local", "--visible-devices", "0;rm -rf /")
+
+
 def test_an_ssh_node_keeps_its_key_encrypted(tmp_path):
     key = tmp_path / "id"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)

@@ -127,3 +127,16 @@ def test_a_rack_wide_request_is_published_by_a_worker_and_nothing_twice(settings
     ValidationRun.objects.filter(id__in=[r.id for r in runs]).update(enqueued=timezone.now())  # as enqueue_many does
     ValidationRun.objects.filter(id=runs[0].id).update(status=ValidationRun.Status.RUNNING)
     assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 0  # a redelivered fan-out: nothing twice
+
+
+def test_a_node_that_is_some_gpus_of_its_host_runs_the_agent_with_them(node, tmp_path, settings):
+    settings.CUDAWEB_AGENT_CACHE_DIR = str(tmp_path / "cache")
+    env_log = tmp_path / "env"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nenv > %s\nexit 3\n" % env_log)
+    python.chmod(0o755)
+    Node.objects.filter(id=node.id).update(python_path=str(python), visible_devices="1")
+    run = ValidationRun.objects.create(node=node)
+    assert services.run_execute(run_id=run.id) == ValidationRun.Status.AGENT_ERROR
+    env = dict(line.split("=", 1) for line in env_log.read_text().splitlines() if "=" in line)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["CUDAWEB_NODE_DEVICES"] == "1"

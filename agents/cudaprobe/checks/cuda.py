@@ -172,6 +172,12 @@ def cuda_available(ctx):
         return failed("torch sees %s GPU(s), the driver lists %d%s" % (
             info.get("device_count"), driver_count, "" if visible is None else " (%d made visible)" % len(visible)),
             evidence=evidence, metrics=metrics, signatures=["device_count_mismatch"])
+    node_devices = ctx.environ.get("CUDAWEB_NODE_DEVICES")
+    if visible is not None and info["device_count"] < driver_count and node_devices is not None and \
+            node_devices == ctx.environ.get("CUDA_VISIBLE_DEVICES"):
+        return passed("%d GPU(s) available to torch: this node is GPU(s) %s of the host's %d (its other GPUs are "
+                      "other nodes)" % (info["device_count"], node_devices, driver_count),
+                      evidence=evidence, metrics=metrics)
     if visible is not None and info["device_count"] < driver_count:
         return warned("torch sees %d of the %d GPUs the driver lists: CUDA_VISIBLE_DEVICES=%r hides the others, "
                       "which are not validated" % (info["device_count"], driver_count,

@@ -1,6 +1,7 @@
 """manage.py add_node NAME --transport local|ssh [--python PATH] [--address A --port P --user U --key-file F]
 [--labels a,b]: register a node from the command line (the host key is read later, from a worker)."""
 
+import re
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
@@ -24,9 +25,14 @@ class Command(BaseCommand):
         parser.add_argument("--user")
         parser.add_argument("--key-file", help="private key (read now and stored encrypted)")
         parser.add_argument("--labels", default="", help="comma separated")
+        parser.add_argument("--visible-devices", default="",
+                            help="the host's GPUs that are this node (CUDA_VISIBLE_DEVICES, e.g. 0 or 2,3)")
 
     def handle(self, *args, **options):
         labels = [label.strip() for label in options["labels"].split(",") if label.strip()]
+        devices = options["visible_devices"].strip()
+        if not re.fullmatch(r"[A-Za-z0-9,:-]*", devices):
+            raise CommandError("--visible-devices takes GPU indexes or UUIDs, comma separated")
         if Node.objects.filter(name=options["name"]).exists():
             raise CommandError("a node named %r exists" % options["name"])
         if options["transport"] == "local":
@@ -51,4 +57,6 @@ class Command(BaseCommand):
                 raise CommandError(str(exc))
             except IntegrityError:
                 raise CommandError("a node named %r exists" % options["name"])
+        if devices:
+            Node.objects.filter(id=node.id).update(visible_devices=devices)
         self.stdout.write("%s %s" % (node.name, node.id))
