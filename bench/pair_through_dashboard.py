@@ -76,7 +76,8 @@ def main():
     summary["network_test"] = {"status": test.status, "plan": test.plan, "wall_s": round(time.monotonic() - started, 1),
                                "pairs": [{k: getattr(p, k) for k in (
                                    "status", "failure", "reason", "transport", "nccl_busbw_gbs", "gloo_busbw_gbs",
-                                   "gloo_latency_us", "duration_s")} | {"pair": "%s-%s" % (p.node_a.name, p.node_b.name)}
+                                   "gloo_latency_us", "duration_s")}
+                                  | {"pair": "%s-%s" % (p.node_a.name, p.node_b.name)}
                                    for p in test.pairs.select_related("node_a", "node_b")],
                                "evidence": [p.evidence for p in test.pairs.all()]}
     page = client.get(test.get_absolute_url())

@@ -207,7 +207,8 @@ def _table(path, contexts):
 def load(directory=KNOWLEDGE_DIR):
     directory = Path(directory)
     contexts = yaml.safe_load((directory / CONTEXTS_FILE).read_text(encoding="utf-8")) or {}
-    return Knowledge([_table(path, contexts) for path in sorted(directory.glob("*.yaml")) if path.name != CONTEXTS_FILE])
+    tables = sorted(path for path in directory.glob("*.yaml") if path.name != CONTEXTS_FILE)
+    return Knowledge([_table(path, contexts) for path in tables])
 
 
 def entries():

@@ -32,7 +32,8 @@ def _figures(entries, results):
         categories = [p["category"] for p in ranked]
         top1 += categories[:1] == [entry["category"]]
         top3 += entry["category"] in categories[:3]
-        confident_wrong += bool(ranked) and ranked[0]["category"] != entry["category"] and ranked[0]["score"] >= CONFIDENT
+        wrong = bool(ranked) and ranked[0]["category"] != entry["category"]
+        confident_wrong += wrong and ranked[0]["score"] >= CONFIDENT
     return top1 / len(entries), top3 / len(entries), confident_wrong
 
 

@@ -123,7 +123,8 @@ def test_a_rack_wide_request_is_published_by_a_worker_and_nothing_twice(settings
         services.runs_request(nodes=few, mode="quick")
     assert len(direct) == 1 and len(fanned) == 1  # a small request publishes its runs itself
     direct.clear()
-    assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 6 and sorted(direct[0]) == sorted(r.id for r in runs)
+    assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 6
+    assert sorted(direct[0]) == sorted(r.id for r in runs)
     ValidationRun.objects.filter(id__in=[r.id for r in runs]).update(enqueued=timezone.now())  # as enqueue_many does
     ValidationRun.objects.filter(id=runs[0].id).update(status=ValidationRun.Status.RUNNING)
     assert services.runs_enqueue(run_ids=[str(r.id) for r in runs]) == 0  # a redelivered fan-out: nothing twice

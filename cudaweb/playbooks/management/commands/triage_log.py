@@ -36,7 +36,8 @@ class Command(BaseCommand):
             if not any(m["basis"] == "rules" for m in result["playbooks"]):
                 self.stdout.write("  no match%s" % ("; below, a guess" if result["playbooks"] else ""))
             for match in result["playbooks"]:
-                how = "then " if match["then"] else {"partial": "partial ", "similar": "similar "}.get(match["basis"], "")
+                how = "then " if match["then"] else \
+                    {"partial": "partial ", "similar": "similar "}.get(match["basis"], "")
                 self.stdout.write("  %.2f  %s%-24s %s" % (match["score"], how, match["id"], match["title"]))
                 if "similar_to" in match:
                     self.stdout.write("        similar to %s" % match["similar_to"]["source"])
