@@ -1,6 +1,7 @@
 """Settings from the environment; SQLite and an embedded Redis by default, PostgreSQL when DATABASE_URL says so."""
 
 import os
+import shlex
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -21,6 +22,14 @@ def env_int(name, default):
         return int(value)
     except ValueError:
         raise ImproperlyConfigured("%s must be an integer, got %r" % (name, value))
+
+
+def env_float(name, default):
+    value = env(name, str(default))
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured("%s must be a number, got %r" % (name, value))
 
 
 def env_bool(name, default):
@@ -55,6 +64,7 @@ INSTALLED_APPS = [
     "cudaweb.drift",
     "cudaweb.playbooks",
     "cudaweb.network",
+    "cudaweb.hooks",
     "cudaweb.fleet",
 ]
 
@@ -151,6 +161,25 @@ CUDAWEB_PRUNE_DAYS = env_int("CUDAWEB_PRUNE_DAYS", 365)
 CUDAWEB_PRUNE_KEEP_LAST = env_int("CUDAWEB_PRUNE_KEEP_LAST", 50)
 # How long one end of a node-to-node pair test waits for the other.
 CUDAWEB_PAIR_TIMEOUT_S = env_int("CUDAWEB_PAIR_TIMEOUT_S", 30)
+
+# Hooks (cudaweb.hooks): a webhook on a failed run, a quarantine and drift; a Slurm drain and a Kubernetes cordon on
+# quarantine, undone on acceptance. Each is off while its variable is empty. Deliveries are Celery tasks, tried
+# HOOK_TRIES times at most, waiting BACKOFF_S, then twice as long each time (capped at BACKOFF_MAX_S).
+CUDAWEB_BASE_URL = env("CUDAWEB_BASE_URL", "http://localhost:8000")
+CUDAWEB_WEBHOOK_URL = env("CUDAWEB_WEBHOOK_URL", "")
+CUDAWEB_WEBHOOK_RUN_STATUSES = [s.strip() for s in env(
+    "CUDAWEB_WEBHOOK_RUN_STATUSES", "FAILED,UNREACHABLE,AUTH_FAILED,HOST_KEY_MISMATCH,TIMED_OUT,AGENT_ERROR").split(",")
+    if s.strip()]
+CUDAWEB_HOOK_TRIES = env_int("CUDAWEB_HOOK_TRIES", 6)
+CUDAWEB_HOOK_BACKOFF_S = env_float("CUDAWEB_HOOK_BACKOFF_S", 10)
+CUDAWEB_HOOK_BACKOFF_MAX_S = env_float("CUDAWEB_HOOK_BACKOFF_MAX_S", 600)
+CUDAWEB_SLURM_CONTROLLER = env("CUDAWEB_SLURM_CONTROLLER", "")  # a node's name in cudaweb: its SSH login is used
+CUDAWEB_SLURM_SCONTROL = shlex.split(env("CUDAWEB_SLURM_SCONTROL", "scontrol"))  # e.g. "sudo -n scontrol"
+CUDAWEB_SLURM_TIMEOUT_S = env_int("CUDAWEB_SLURM_TIMEOUT_S", 30)
+CUDAWEB_K8S_API = env("CUDAWEB_K8S_API", "")  # e.g. https://10.0.0.1:6443
+CUDAWEB_K8S_TOKEN = env("CUDAWEB_K8S_TOKEN", "")
+CUDAWEB_K8S_TOKEN_FILE = env("CUDAWEB_K8S_TOKEN_FILE", "")
+CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
 
 LOGGING = {
     "version": 1,
