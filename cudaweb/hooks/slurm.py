@@ -11,7 +11,9 @@ REASON_CAP = 200  # Slurm keeps the reason in its state file; a whole log does n
 
 
 def drain_argv(slurm_name, root_cause):
-    reason = (REASON_PREFIX + " ".join(root_cause.split()))[:REASON_CAP]
+    # scontrol takes double quotes in a value as its own quoting and drops them (seen with Slurm 22.05): single ones
+    # survive. The shell's quoting is the transport's (shlex.quote of every argument).
+    reason = (REASON_PREFIX + " ".join(root_cause.replace('"', "'").split()))[:REASON_CAP]
     return ["update", "NodeName=%s" % slurm_name, "State=DRAIN", "Reason=%s" % reason]
 
 
@@ -19,7 +21,7 @@ def resume_argv(slurm_name):
     return ["update", "NodeName=%s" % slurm_name, "State=RESUME"]
 
 
-def scontrolscontrol_run(transport, scontrol, argv, timeout_s):
+def scontrol_run(transport, scontrol, argv, timeout_s):
     command = list(scontrol) + list(argv)
     try:
         with transport as connected:
