@@ -2,6 +2,7 @@
 
 import os
 import shlex
+from datetime import timedelta
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -43,8 +44,12 @@ DEBUG = env_bool("CUDAWEB_DEBUG", False)
 SECRET_KEY = env("SECRET_KEY") or local_state.read_secret("secret_key")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY is not set (make run generates var/secret_key; production sets SECRET_KEY)")
-# Fernet key that encrypts stored SSH private keys at rest.
+# Fernet keys that encrypt stored SSH private keys at rest: CUDAWEB_CREDENTIAL_KEYS, comma separated, newest first
+# (new secrets are encrypted with the first, any of them decrypts; `manage.py rotate_credential_key` re-encrypts
+# every stored secret with the first), or the single CUDAWEB_CREDENTIAL_KEY as before.
 CREDENTIAL_KEY = env("CUDAWEB_CREDENTIAL_KEY") or local_state.read_secret("credential_key")
+CREDENTIAL_KEYS = [k.strip() for k in env("CUDAWEB_CREDENTIAL_KEYS", "").split(",") if k.strip()] or (
+    [CREDENTIAL_KEY] if CREDENTIAL_KEY else [])
 
 ALLOWED_HOSTS = [h.strip() for h in env("CUDAWEB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o for o in env("CUDAWEB_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -57,6 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
+    "axes",  # login throttling (docs/adr/0008-hooks-and-production-settings.md)
     # Lowest first: an app imports only the apps before it (docs/adr/0004-one-way-layers.md; tests/test_layers.py).
     "cudaweb.nodes",
     "cudaweb.remote",
@@ -77,6 +83,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers the lockout
 ]
 
 ROOT_URLCONF = "cudaweb.urls"
@@ -123,6 +131,34 @@ CSRF_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("CUDAWEB_SECURE_COOKIES", False)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (docker-compose.yml): redirect plain HTTP, HSTS, secure
+# cookies. `SECRET_KEY=... CUDAWEB_HTTPS=1 manage.py check --deploy` reports no issues (tests/test_production.py).
+CUDAWEB_HTTPS = env_bool("CUDAWEB_HTTPS", False)
+if CUDAWEB_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("CUDAWEB_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CUDAWEB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("CUDAWEB_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+
+# Content-Security-Policy (django-csp): everything from our own origin, no inline script or style, no framing.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"], "font-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'self'"],
+    "form-action": ["'self'"], "frame-ancestors": ["'none'"],
+}}
+
+# Login throttling (django-axes): FAILURE_LIMIT failed logins for one user name from one address lock that pair out
+# for COOLOFF minutes; a success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+if CUDAWEB_HTTPS:  # the client's address is the one the proxy saw
+    AXES_IPWARE_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
