@@ -103,13 +103,13 @@ def test_a_node_changed_between_read_and_write_is_read_again(api, gpu_node, admi
 
     api.nodes = ChangedOnce(original)
     decide(gpu_node, stored_run(gpu_node, real_report()), "quarantined", admin_user)
-    statuses = [r["method"] for r in api.requests]
-    assert statuses == ["GET", "PATCH", "GET", "PATCH"]  # 422 on the stale test, then read again and patched
+    methods = [r["method"] for r in api.requests]
+    assert methods == ["GET", "PATCH", "GET", "PATCH"]  # 422 on the stale test, then read again and patched
     delivery = HookDelivery.objects.get()
     assert delivery.status == "delivered" and delivery.attempts == 2
 
 
-def test_an_untrusted_certificate_is_not_tried_again(api, gpu_node, admin_user, settings, tmp_path):
+def test_an_untrusted_certificate_is_not_tried_again(api, gpu_node, admin_user, settings):
     settings.CUDAWEB_K8S_CA_FILE = ""  # the system's CAs: our test CA is not among them
     decide(gpu_node, stored_run(gpu_node, real_report()), "quarantined", admin_user)
     delivery = HookDelivery.objects.get()

@@ -2,6 +2,7 @@
 slurmd (one fake node, started by the test), reached through cudaweb's SSH transport to a real sshd on loopback
 with the controller's host key pinned as for any node."""
 
+import os
 import re
 import sys
 
@@ -64,13 +65,13 @@ def state_and_reason(text):
     return re.search(r"\bState=(\S+)", text).group(1), (re.search(r"\bReason=(.*?) \[", text) or [None, ""])[1]
 
 
-def test_quarantine_drains_and_acceptance_resumes(slurm, controller, gpu_node, admin_user, tmp_path):
+def test_quarantine_drains_and_acceptance_resumes(slurm, controller, gpu_node, admin_user):
     decide(gpu_node, stored_run(gpu_node, failing_report(TRICKY)), "quarantined", admin_user)
     state, reason = state_and_reason(slurm.show_node())
     assert "DRAIN" in state.split("+")
     # Every argument quoted (nothing ran); double quotes become single ones, which scontrol keeps.
     assert reason == "cudaweb: L1 driver.gpu_health: %s" % TRICKY.replace('"', "'")
-    assert not __import__("os").path.exists("/tmp/cudaweb-pwned")
+    assert not os.path.exists("/tmp/cudaweb-pwned")
     drain = HookDelivery.objects.get(kind="slurm_drain")
     assert drain.status == "delivered" and drain.attempts == 1
     assert drain.payload["argv"][:3] == ["update", "NodeName=gpu-fake-01", "State=DRAIN"]
