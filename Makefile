@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test sshd browser clean
+.PHONY: run test sshd slurm browser clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (or set PYTHON=...)"; exit 1; }
@@ -21,6 +21,12 @@ sshd:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openssh-server iptables >/dev/null; }
 
+# Debian's slurm-wlm and munge: the hook tests start their own munged, slurmctld and slurmd (tests/hooks/slurm_cluster.py).
+slurm:
+	@{ test -x /usr/sbin/slurmctld && test -x /usr/sbin/munged; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null; }
+
 # Debian's chromium for the browser test (driven by the playwright package; no browser download).
 browser:
 	@test -x /usr/bin/chromium || { \
@@ -31,7 +37,7 @@ run: $(STAMP)
 	$(PY) -m cudaweb.local_state
 	$(PY) manage.py runlocal
 
-test: $(STAMP) sshd browser
+test: $(STAMP) sshd slurm browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

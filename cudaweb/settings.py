@@ -1,6 +1,8 @@
 """Settings from the environment; SQLite and an embedded Redis by default, PostgreSQL when DATABASE_URL says so."""
 
 import os
+import shlex
+from datetime import timedelta
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -23,6 +25,14 @@ def env_int(name, default):
         raise ImproperlyConfigured("%s must be an integer, got %r" % (name, value))
 
 
+def env_float(name, default):
+    value = env(name, str(default))
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured("%s must be a number, got %r" % (name, value))
+
+
 def env_bool(name, default):
     value = env(name, "1" if default else "0").lower()
     if value not in ("0", "1", "true", "false", "yes", "no"):
@@ -34,8 +44,12 @@ DEBUG = env_bool("CUDAWEB_DEBUG", False)
 SECRET_KEY = env("SECRET_KEY") or local_state.read_secret("secret_key")
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY is not set (make run generates var/secret_key; production sets SECRET_KEY)")
-# Fernet key that encrypts stored SSH private keys at rest.
+# Fernet keys that encrypt stored SSH private keys at rest: CUDAWEB_CREDENTIAL_KEYS, comma separated, newest first
+# (new secrets are encrypted with the first, any of them decrypts; `manage.py rotate_credential_key` re-encrypts
+# every stored secret with the first), or the single CUDAWEB_CREDENTIAL_KEY as before.
 CREDENTIAL_KEY = env("CUDAWEB_CREDENTIAL_KEY") or local_state.read_secret("credential_key")
+CREDENTIAL_KEYS = [k.strip() for k in env("CUDAWEB_CREDENTIAL_KEYS", "").split(",") if k.strip()] or (
+    [CREDENTIAL_KEY] if CREDENTIAL_KEY else [])
 
 ALLOWED_HOSTS = [h.strip() for h in env("CUDAWEB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o for o in env("CUDAWEB_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -48,6 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
+    "axes",  # login throttling (docs/adr/0008-hooks-and-production-settings.md)
     # Lowest first: an app imports only the apps before it (docs/adr/0004-one-way-layers.md; tests/test_layers.py).
     "cudaweb.nodes",
     "cudaweb.remote",
@@ -55,6 +70,7 @@ INSTALLED_APPS = [
     "cudaweb.drift",
     "cudaweb.playbooks",
     "cudaweb.network",
+    "cudaweb.hooks",
     "cudaweb.fleet",
 ]
 
@@ -67,6 +83,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers the lockout
 ]
 
 ROOT_URLCONF = "cudaweb.urls"
@@ -113,6 +131,34 @@ CSRF_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("CUDAWEB_SECURE_COOKIES", False)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (docker-compose.yml): redirect plain HTTP, HSTS, secure
+# cookies. `SECRET_KEY=... CUDAWEB_HTTPS=1 manage.py check --deploy` reports no issues (tests/test_production.py).
+CUDAWEB_HTTPS = env_bool("CUDAWEB_HTTPS", False)
+if CUDAWEB_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("CUDAWEB_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CUDAWEB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("CUDAWEB_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+
+# Content-Security-Policy (django-csp): everything from our own origin, no inline script or style, no framing.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"], "font-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'self'"],
+    "form-action": ["'self'"], "frame-ancestors": ["'none'"],
+}}
+
+# Login throttling (django-axes): FAILURE_LIMIT failed logins for one user name from one address lock that pair out
+# for COOLOFF minutes; a success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+if CUDAWEB_HTTPS:  # the client's address is the one the proxy saw
+    AXES_IPWARE_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
@@ -152,6 +198,25 @@ CUDAWEB_PRUNE_DAYS = env_int("CUDAWEB_PRUNE_DAYS", 365)
 CUDAWEB_PRUNE_KEEP_LAST = env_int("CUDAWEB_PRUNE_KEEP_LAST", 50)
 # How long one end of a node-to-node pair test waits for the other.
 CUDAWEB_PAIR_TIMEOUT_S = env_int("CUDAWEB_PAIR_TIMEOUT_S", 30)
+
+# Hooks (cudaweb.hooks): a webhook on a failed run, a quarantine and drift; a Slurm drain and a Kubernetes cordon on
+# quarantine, undone on acceptance. Each is off while its variable is empty. Deliveries are Celery tasks, tried
+# HOOK_TRIES times at most, waiting BACKOFF_S, then twice as long each time (capped at BACKOFF_MAX_S).
+CUDAWEB_BASE_URL = env("CUDAWEB_BASE_URL", "http://localhost:8000")
+CUDAWEB_WEBHOOK_URL = env("CUDAWEB_WEBHOOK_URL", "")
+CUDAWEB_WEBHOOK_RUN_STATUSES = [s.strip() for s in env(
+    "CUDAWEB_WEBHOOK_RUN_STATUSES", "FAILED,UNREACHABLE,AUTH_FAILED,HOST_KEY_MISMATCH,TIMED_OUT,AGENT_ERROR").split(",")
+    if s.strip()]
+CUDAWEB_HOOK_TRIES = env_int("CUDAWEB_HOOK_TRIES", 6)
+CUDAWEB_HOOK_BACKOFF_S = env_float("CUDAWEB_HOOK_BACKOFF_S", 10)
+CUDAWEB_HOOK_BACKOFF_MAX_S = env_float("CUDAWEB_HOOK_BACKOFF_MAX_S", 600)
+CUDAWEB_SLURM_CONTROLLER = env("CUDAWEB_SLURM_CONTROLLER", "")  # a node's name in cudaweb: its SSH login is used
+CUDAWEB_SLURM_SCONTROL = shlex.split(env("CUDAWEB_SLURM_SCONTROL", "scontrol"))  # e.g. "sudo -n scontrol"
+CUDAWEB_SLURM_TIMEOUT_S = env_int("CUDAWEB_SLURM_TIMEOUT_S", 30)
+CUDAWEB_K8S_API = env("CUDAWEB_K8S_API", "")  # e.g. https://10.0.0.1:6443
+CUDAWEB_K8S_TOKEN = env("CUDAWEB_K8S_TOKEN", "")
+CUDAWEB_K8S_TOKEN_FILE = env("CUDAWEB_K8S_TOKEN_FILE", "")
+CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
 
 LOGGING = {
     "version": 1,

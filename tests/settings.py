@@ -12,5 +12,6 @@ os.environ.setdefault("CUDAWEB_CREDENTIAL_KEY", Fernet.generate_key().decode())
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:%d/0" % free_port())
 os.environ.setdefault("CUDAWEB_AGENT_CACHE_DIR", "/tmp/cudaweb-test-agent-cache")
 os.environ.setdefault("CUDAWEB_PAIR_TIMEOUT_S", "10")  # a pair whose other end never comes fails sooner
+os.environ.setdefault("CUDAWEB_HOOK_BACKOFF_S", "0.5")  # a worker started by the tests tries again soon
 
 from cudaweb.settings import *  # noqa: E402,F401,F403

@@ -12,6 +12,7 @@ from cudaweb.drift import catalog
 from cudaweb.drift.models import DriftThreshold, PeerBand
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
+from cudaweb.validation.signals import run_drifted
 
 MIN_PEERS = 3
 log = logging.getLogger(__name__)
@@ -122,6 +123,9 @@ def run_summarize(*, run_id):
     elif run.status == ValidationRun.Status.PASSED:
         fields["attention"] = ""
     Node.objects.filter(id=node.id).update(**fields)
+    if run.drifted and not node.drifted:  # new drift, not the same drift again
+        transaction.on_commit(lambda: run_drifted.send(sender=ValidationRun, run_id=run.id, node_id=node.id),
+                              robust=True)
     if report and gpu_model and run.metrics:
         # After the report's own transaction: a peer band is shared by every node of the model, and a run that
         # finishes at the same moment must not make this one's report fail.

@@ -9,6 +9,7 @@ from django.utils import timezone
 from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.nodes.models import HostKey, Node
+from cudaweb.nodes.signals import node_accepted, node_quarantined
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.statuses import node_status_of_verdict
 
@@ -19,7 +20,8 @@ def _canonical(data):
 
 @transaction.atomic
 def acceptance_decide(*, node, run, decision, user, note=""):
-    """Record an operator's accept / quarantine decision with a snapshot of the evidence; update the node."""
+    """Record an operator's accept / quarantine decision with a snapshot of the evidence; update the node; once
+    committed, tell the apps above (nodes.signals.node_quarantined / node_accepted: hooks drain or resume it)."""
     if run.node_id != node.id or run.status not in ValidationRun.VERDICT_STATUSES:
         raise ValueError("the decision must rest on a finished run of this node with a verdict")
     host_key = HostKey.objects.filter(node=node).first()
@@ -44,6 +46,8 @@ def acceptance_decide(*, node, run, decision, user, note=""):
         Node.objects.filter(id=node.id).update(status=node_status_of_verdict(run.verdict, Node.Status.READY))
         if node.baseline_id is None:  # the first accepted run is the node's baseline
             baseline_pin(node=node, run=run)
+    signal = node_quarantined if decision == AcceptanceRecord.Decision.QUARANTINED else node_accepted
+    transaction.on_commit(lambda: signal.send(sender=Node, node_id=node.id, run_id=run.id, note=note))
     return record
 
 

@@ -67,6 +67,10 @@ class Node(models.Model):
                   "(e.g. 0, or 2,3); blank: every GPU of the host")
     pair_port_min = models.PositiveIntegerField(default=29600, help_text="first TCP port a pair test may listen on")
     pair_port_max = models.PositiveIntegerField(default=29699, help_text="last TCP port a pair test may listen on")
+    slurm_name = models.CharField(max_length=100, blank=True, help_text="the node's NodeName in Slurm (drained on "
+                                  "quarantine); empty: its name")
+    kubernetes_name = models.CharField(max_length=253, blank=True, help_text="the node's name in Kubernetes (cordoned "
+                                       "on quarantine); empty: its name")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
     created = models.DateTimeField(auto_now_add=True)
     # Denormalised from the latest runs (cudaweb.drift.services.run_summarize, on validation's run_finished
@@ -104,6 +108,11 @@ class Node(models.Model):
 
     def get_absolute_url(self):
         return reverse("fleet:node_detail", args=[self.id])
+
+    @property
+    def scheduler_names(self):
+        """(Slurm NodeName, Kubernetes node name): the node's own name unless set."""
+        return self.slurm_name or self.name, self.kubernetes_name or self.name
 
     @property
     def is_local(self):

@@ -5,6 +5,7 @@ import sys
 from django.db import transaction
 from django.utils import timezone
 
+from cudaweb.nodes import crypto
 from cudaweb.nodes.models import HostKey, Node, SSHCredential
 
 
@@ -56,3 +57,16 @@ def host_key_accept(*, node, user):
         node.status = Node.Status.READY
         node.save(update_fields=["status"])
     return host_key
+
+
+@transaction.atomic
+def credentials_rotate():
+    """Re-encrypt every stored private key with the newest credential key; returns how many. All or none: a key no
+    configured key opens raises (ImproperlyConfigured) and the transaction keeps the old ciphertexts."""
+    credentials = SSHCredential.objects.select_for_update().exclude(private_key_encrypted="")
+    count = 0
+    for credential in credentials:
+        credential.private_key_encrypted = crypto.rotate(credential.private_key_encrypted)
+        credential.save(update_fields=["private_key_encrypted"])
+        count += 1
+    return count

@@ -27,7 +27,7 @@ def _migrate(targets):
 def _latest():
     executor = MigrationExecutor(connection)
     return [key for key in executor.loader.graph.leaf_nodes() if key[0] in ("nodes", "validation", "fleet",
-                                                                           "playbooks", "drift")]
+                                                                           "playbooks", "drift", "network", "hooks")]
 
 
 def _seed(apps):

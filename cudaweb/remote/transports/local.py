@@ -6,7 +6,7 @@ import signal
 import subprocess
 import time
 
-from cudaweb.remote.transports.base import ExecResult, Unreachable, agent_command, read_bounded
+from cudaweb.remote.transports.base import ExecResult, TimedOut, Unreachable, agent_command, read_bounded
 
 BACKSTOP_S = 20  # coreutils timeout acts first; this is the backstop
 
@@ -58,6 +58,16 @@ class LocalTransport:
                 fh.write(payload)
             os.replace(partial, path)
         return path
+
+    def run_command(self, argv, timeout_s=30):
+        """Run a short command (argv, no shell) and return its ExecResult."""
+        try:
+            done = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            raise Unreachable("cannot start %s: %s" % (argv[0], exc))
+        except subprocess.TimeoutExpired:
+            raise TimedOut("%s ran past %d s" % (argv[0], timeout_s))
+        return ExecResult(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
     def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
         argv = agent_command(python, agent_path, agent_args, limit_s, env)

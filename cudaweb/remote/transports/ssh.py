@@ -11,7 +11,7 @@ import time
 import paramiko
 
 from cudaweb.remote.transports.base import (
-    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, Unreachable, agent_command, read_bounded,
+    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, TimedOut, Unreachable, agent_command, read_bounded,
 )
 
 CACHE_DIR = ".cache/cudaweb"  # relative to the login's home directory
@@ -115,6 +115,18 @@ class SSHTransport:
         _, stdout, stderr = self.client.exec_command(command, timeout=timeout)
         status = stdout.channel.recv_exit_status()
         return status, stdout.read().decode("utf-8", "replace"), stderr.read().decode("utf-8", "replace")
+
+    def run_command(self, argv, timeout_s=30):
+        """Run a short command on the host, every argument quoted (shlex.quote), and return its ExecResult."""
+        try:
+            _, stdout, stderr = self.client.exec_command(shlex.join(argv), timeout=timeout_s)
+            out, err = stdout.read(), stderr.read()  # each read times out after timeout_s of silence
+            status = stdout.channel.recv_exit_status()
+        except (socket.timeout, TimeoutError):
+            raise TimedOut("%s ran past %d s on %s" % (argv[0], timeout_s, self.address))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise Unreachable("%s on %s failed: %s" % (argv[0], self.address, exc or type(exc).__name__))
+        return ExecResult(status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
     def upload_agent(self, payload, digest):
         """Put the zipapp at ~/.cache/cudaweb/cudaprobe-<digest>.pyz unless it is already there."""

@@ -1,0 +1,164 @@
+"""The hooks: what the lower apps' signals turn into (deliveries), and one attempt at a delivery."""
+
+import logging
+import random
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from cudaweb.hooks import kubernetes, payloads, slurm, webhook
+from cudaweb.hooks.errors import Permanent, Transient
+from cudaweb.hooks.models import HookDelivery
+from cudaweb.nodes.models import Node
+from cudaweb.remote.connect import transport_for
+from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
+
+log = logging.getLogger(__name__)
+Kind, Event, Status = HookDelivery.Kind, HookDelivery.Event, HookDelivery.Status
+
+
+def delivery_create(*, kind, event, payload, node=None, run=None, target=""):
+    """Keep the delivery, and queue its task once the caller's transaction commits (never sent from a web
+    request itself)."""
+    delivery = HookDelivery.objects.create(kind=kind, event=event, payload=payload, node=node, run=run,
+                                           target=target)
+    transaction.on_commit(lambda: delivery_enqueue(delivery_id=delivery.id), robust=True)
+    return delivery
+
+
+def delivery_enqueue(*, delivery_id, countdown=None):
+    from cudaweb.hooks.tasks import deliver
+
+    try:
+        deliver.apply_async(args=[delivery_id], countdown=countdown, retry=True, retry_policy=PUBLISH_RETRY)
+    except BROKER_ERRORS as exc:
+        # The row stays PENDING with the reason; the run or decision it tells of is not undone for a webhook.
+        HookDelivery.objects.filter(id=delivery_id).update(last_error="could not be queued: %s" % exc)
+        log.error("hook delivery %s could not be queued: %s", delivery_id, exc)
+
+
+def _webhook(event, node, run, cause):
+    if settings.CUDAWEB_WEBHOOK_URL:
+        delivery_create(kind=Kind.WEBHOOK, event=event, node=node, run=run, target=settings.CUDAWEB_WEBHOOK_URL,
+                        payload=payloads.message(event=event, node_name=node.name, run=run, cause=cause))
+
+
+def on_run_finished(sender, run_id, status, **kwargs):
+    """Receiver of validation.signals.run_finished: a webhook for a run that failed (or never reached the node)."""
+    if not settings.CUDAWEB_WEBHOOK_URL or status not in settings.CUDAWEB_WEBHOOK_RUN_STATUSES:
+        return
+    run = ValidationRun.objects.select_related("node").get(id=run_id)
+    _webhook(Event.RUN_FAILED, run.node, run, payloads.root_cause(run))
+
+
+def on_run_drifted(sender, run_id, node_id, **kwargs):
+    """Receiver of validation.signals.run_drifted: a webhook naming what drifted."""
+    if not settings.CUDAWEB_WEBHOOK_URL:
+        return
+    run = ValidationRun.objects.select_related("node").get(id=run_id)
+    _webhook(Event.DRIFT, run.node, run, payloads.drift_summary(run))
+
+
+def on_node_quarantined(sender, node_id, run_id, note="", **kwargs):
+    """Receiver of nodes.signals.node_quarantined: a webhook, a Slurm drain, a Kubernetes cordon (those set up)."""
+    node = Node.objects.get(id=node_id)
+    run = ValidationRun.objects.get(id=run_id)
+    cause = payloads.root_cause(run) if run.status != ValidationRun.Status.PASSED else (
+        note.strip() or "quarantined by an operator")
+    slurm_name, kubernetes_name = node.scheduler_names
+    with transaction.atomic():
+        _webhook(Event.QUARANTINED, node, run, cause)
+        if settings.CUDAWEB_SLURM_CONTROLLER:
+            delivery_create(kind=Kind.SLURM_DRAIN, event=Event.QUARANTINED, node=node, run=run,
+                            payload={"slurm_name": slurm_name, "argv": slurm.drain_argv(slurm_name, cause)})
+        if settings.CUDAWEB_K8S_API:
+            delivery_create(kind=Kind.K8S_CORDON, event=Event.QUARANTINED, node=node, run=run,
+                            payload={"node_name": kubernetes_name, "reason": cause})
+
+
+def on_node_accepted(sender, node_id, run_id, **kwargs):
+    """Receiver of nodes.signals.node_accepted: undo a drain and a cordon that cudaweb set."""
+    node = Node.objects.get(id=node_id)
+    run = ValidationRun.objects.get(id=run_id)
+    slurm_name, kubernetes_name = node.scheduler_names
+    with transaction.atomic():
+        if settings.CUDAWEB_SLURM_CONTROLLER:
+            delivery_create(kind=Kind.SLURM_RESUME, event=Event.ACCEPTED, node=node, run=run,
+                            payload={"slurm_name": slurm_name, "argv": slurm.resume_argv(slurm_name)})
+        if settings.CUDAWEB_K8S_API:
+            delivery_create(kind=Kind.K8S_UNCORDON, event=Event.ACCEPTED, node=node, run=run,
+                            payload={"node_name": kubernetes_name})
+
+
+def _slurm_transport():
+    controller = Node.objects.select_related("credential").filter(name=settings.CUDAWEB_SLURM_CONTROLLER).first()
+    if controller is None:
+        raise Permanent("CUDAWEB_SLURM_CONTROLLER names no node: %r" % settings.CUDAWEB_SLURM_CONTROLLER)
+    return transport_for(controller)  # SSH pinned to the controller's accepted host key, as for a validation
+
+
+def _kubernetes_client():
+    token = settings.CUDAWEB_K8S_TOKEN
+    if not token and settings.CUDAWEB_K8S_TOKEN_FILE:
+        with open(settings.CUDAWEB_K8S_TOKEN_FILE) as fh:
+            token = fh.read().strip()
+    return kubernetes.Client(settings.CUDAWEB_K8S_API, token=token, ca_file=settings.CUDAWEB_K8S_CA_FILE or None)
+
+
+def _send(delivery):
+    """One try; returns the final status (DELIVERED or SKIPPED) or raises Transient / Permanent."""
+    payload, scontrol = delivery.payload, settings.CUDAWEB_SLURM_SCONTROL
+    if delivery.kind == Kind.WEBHOOK:
+        webhook.post_json(delivery.target, payload)
+    elif delivery.kind == Kind.SLURM_DRAIN:
+        slurm.scontrol_run(_slurm_transport(), scontrol, payload["argv"], settings.CUDAWEB_SLURM_TIMEOUT_S)
+    elif delivery.kind == Kind.SLURM_RESUME:
+        if not slurm.resume(_slurm_transport(), scontrol, payload["slurm_name"], settings.CUDAWEB_SLURM_TIMEOUT_S):
+            return Status.SKIPPED
+    elif delivery.kind == Kind.K8S_CORDON:
+        kubernetes.cordon(_kubernetes_client(), payload["node_name"], payload["reason"])
+    elif delivery.kind == Kind.K8S_UNCORDON:
+        if not kubernetes.uncordon(_kubernetes_client(), payload["node_name"]):
+            return Status.SKIPPED
+    return Status.DELIVERED
+
+
+def backoff_s(attempt):
+    """Seconds before try `attempt + 1`: exponential from CUDAWEB_HOOK_BACKOFF_S, capped, with jitter."""
+    base = settings.CUDAWEB_HOOK_BACKOFF_S * 2 ** (attempt - 1)
+    return min(base, settings.CUDAWEB_HOOK_BACKOFF_MAX_S) * random.uniform(0.75, 1.0)
+
+
+def delivery_attempt(*, delivery_id):
+    """Claim and make one try of a PENDING delivery. Returns None when done (delivered, skipped, failed for good,
+    or not ours: the row is gone or another worker took this try), else the seconds to wait before the next try."""
+    delivery = HookDelivery.objects.filter(id=delivery_id, status=Status.PENDING).first()
+    if delivery is None:
+        return None
+    claimed = HookDelivery.objects.filter(id=delivery.id, status=Status.PENDING, attempts=delivery.attempts).update(
+        attempts=F("attempts") + 1)
+    if not claimed:
+        return None  # a redelivered task: another worker holds this try
+    attempt = delivery.attempts + 1
+    try:
+        status = _send(delivery)
+    except Transient as exc:
+        if attempt < settings.CUDAWEB_HOOK_TRIES:
+            HookDelivery.objects.filter(id=delivery.id).update(last_error="try %d: %s" % (attempt, exc))
+            log.warning("hook %s %s, try %d of %d: %s", delivery.kind, delivery.id, attempt,
+                        settings.CUDAWEB_HOOK_TRIES, exc)
+            return backoff_s(attempt)
+        return _finish(delivery, Status.FAILED, "gave up after %d tries: %s" % (attempt, exc))
+    except Permanent as exc:
+        return _finish(delivery, Status.FAILED, str(exc))
+    return _finish(delivery, status, "")
+
+
+def _finish(delivery, status, error):
+    HookDelivery.objects.filter(id=delivery.id).update(status=status, last_error=error[:5000], finished=timezone.now())
+    if status == Status.FAILED:
+        log.error("hook %s %s for %s failed: %s", delivery.kind, delivery.id, delivery.node_id, error)
+    return None

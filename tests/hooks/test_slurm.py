@@ -1,0 +1,97 @@
+"""Slurm drain on quarantine and resume on acceptance, against the real programs: Debian's munged, slurmctld and
+slurmd (one fake node, started by the test), reached through cudaweb's SSH transport to a real sshd on loopback
+with the controller's host key pinned as for any node."""
+
+import os
+import re
+import sys
+
+import pytest
+from django.test import TestCase
+
+from cudaweb.fleet.services import acceptance_decide
+from cudaweb.hooks.models import HookDelivery
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.services import host_key_accept, host_key_record
+from cudaweb.remote.connect import ssh_node_create
+from tests.drift.helpers import real_report, scaled, stored_run
+from tests.hooks.slurm_cluster import SlurmCluster, SlurmUnavailable
+
+pytestmark = pytest.mark.django_db
+TRICKY = "Xid 79 'GPU has fallen off the bus'; $(touch /tmp/cudaweb-pwned) \"quoted\""
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    try:
+        cluster = SlurmCluster(node_name="gpu-fake-01")
+    except SlurmUnavailable as exc:
+        pytest.skip("slurmctld cannot run here: %s" % exc)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def controller(sshd, slurm, admin_user, settings, eager_celery):
+    node = ssh_node_create(name="slurm-ctl", address="127.0.0.1", port=sshd.port, username="root",
+                           private_key=sshd.private_key(), python_path=sys.executable)
+    key_type, key_base64 = sshd.public_key("host_key")
+    host_key_record(node=node, key_type=key_type, key_base64=key_base64, fingerprint=sshd.fingerprint())
+    host_key_accept(node=node, user=admin_user)
+    settings.CUDAWEB_SLURM_CONTROLLER = "slurm-ctl"
+    settings.CUDAWEB_SLURM_SCONTROL = slurm.scontrol_command()
+    settings.CUDAWEB_HOOK_BACKOFF_S = 0.01
+    yield node
+    slurm.scontrol("update", "NodeName=gpu-fake-01", "State=RESUME", check=False)  # whatever a test left
+
+
+@pytest.fixture
+def gpu_node():
+    return Node.objects.create(name="gpu-0042.cluster", slurm_name="gpu-fake-01", transport=Node.Transport.LOCAL)
+
+
+def failing_report(summary):
+    report = scaled(real_report(), statuses={"driver.gpu_health": "fail"})
+    next(c for c in report["checks"] if c["id"] == "driver.gpu_health")["summary"] = summary
+    return report
+
+
+def decide(node, run, decision, user):
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        acceptance_decide(node=node, run=run, decision=decision, user=user)
+
+
+def state_and_reason(text):
+    return re.search(r"\bState=(\S+)", text).group(1), (re.search(r"\bReason=(.*?) \[", text) or [None, ""])[1]
+
+
+def test_quarantine_drains_and_acceptance_resumes(slurm, controller, gpu_node, admin_user):
+    decide(gpu_node, stored_run(gpu_node, failing_report(TRICKY)), "quarantined", admin_user)
+    state, reason = state_and_reason(slurm.show_node())
+    assert "DRAIN" in state.split("+")
+    # Every argument quoted (nothing ran); double quotes become single ones, which scontrol keeps.
+    assert reason == "cudaweb: L1 driver.gpu_health: %s" % TRICKY.replace('"', "'")
+    assert not os.path.exists("/tmp/cudaweb-pwned")
+    drain = HookDelivery.objects.get(kind="slurm_drain")
+    assert drain.status == "delivered" and drain.attempts == 1
+    assert drain.payload["argv"][:3] == ["update", "NodeName=gpu-fake-01", "State=DRAIN"]
+
+    decide(gpu_node, stored_run(gpu_node, real_report()), "accepted", admin_user)
+    state, _ = state_and_reason(slurm.show_node())
+    assert "DRAIN" not in state.split("+") and HookDelivery.objects.get(kind="slurm_resume").status == "delivered"
+
+
+def test_a_drain_someone_else_set_is_left_alone(slurm, controller, gpu_node, admin_user):
+    slurm.scontrol("update", "NodeName=gpu-fake-01", "State=DRAIN", "Reason=bios update")
+    decide(gpu_node, stored_run(gpu_node, real_report()), "accepted", admin_user)
+    state, reason = state_and_reason(slurm.show_node())
+    assert "DRAIN" in state.split("+") and reason == "bios update"
+    assert HookDelivery.objects.get(kind="slurm_resume").status == "skipped"
+
+
+def test_an_unknown_slurm_node_fails_after_bounded_tries(slurm, controller, admin_user, settings):
+    settings.CUDAWEB_HOOK_TRIES = 2
+    node = Node.objects.create(name="not-in-slurm", transport=Node.Transport.LOCAL)
+    decide(node, stored_run(node, failing_report("Xid 48")), "quarantined", admin_user)
+    drain = HookDelivery.objects.get(kind="slurm_drain")
+    assert drain.status == "failed" and drain.attempts == 2 and "Invalid node name" in drain.last_error
