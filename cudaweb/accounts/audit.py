@@ -23,6 +23,7 @@ ACTIONS = {
     "node.quarantined": "node quarantined",
     "host_key.fetched": "host key fetched",
     "host_key.accepted": "host key accepted",
+    "host_key.created": "host key added (admin)",
     "host_key.changed": "host key changed (admin)",
     "host_key.deleted": "host key deleted (admin)",
     "credential.created": "SSH credential created",
