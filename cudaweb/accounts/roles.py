@@ -65,7 +65,8 @@ def role_set(*, user, role):
     """Put `user` in exactly the group of `role`, or in none when `role` is None."""
     if role is not None:
         _rank(role)
-    user.groups.remove(*Group.objects.filter(name__in=[r for r in ROLES if r != role]))
+    # Only the groups the user is in: a remove signal names every group it is given (the audit log would lie).
+    user.groups.remove(*user.groups.filter(name__in=[r for r in ROLES if r != role]))
     if role is not None:
         user.groups.add(Group.objects.get_or_create(name=role)[0])  # a flushed test database has none
     try:

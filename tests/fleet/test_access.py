@@ -102,3 +102,25 @@ def test_a_method_without_its_own_rule_needs_the_lowest_role():
     assert access.role_needed("fleet:node_validate", "GET") == "operator"  # then 405 from the view
     assert access.role_needed("runs:schedules", "HEAD") == "viewer"
     assert access.role_needed("no:such-url", "GET") is None
+
+
+def test_pages_show_only_the_buttons_a_role_can_use(client, django_user_model):
+    node = Node.objects.create(name="gpu-1", transport=Node.Transport.SSH, address="198.18.0.1", username="ops")
+    stored_run(node, real_report())
+    seen = {}
+    for role in ROLES:
+        client.force_login(user_with_role(django_user_model, "ui-%s" % role, role))
+        seen[role] = client.get(node.get_absolute_url()).content.decode() + \
+            client.get(reverse("fleet:node_list")).content.decode()
+    assert 'id="validate"' not in seen["viewer"] and 'id="bulk-validate"' not in seen["viewer"]
+    assert 'id="validate"' in seen["operator"] and 'id="bulk-validate"' in seen["operator"]
+    assert 'id="fetch-host-key"' not in seen["operator"] and 'id="fetch-host-key"' in seen["admin"]
+    assert "Validate a new node" not in seen["operator"] and "Validate a new node" in seen["admin"]
+
+
+def test_a_user_without_a_role_logs_in_and_is_told_why_nothing_opens(client, django_user_model):
+    user_with_role(django_user_model, "newcomer", None, password="correct-horse-battery")
+    response = client.post(reverse("login"), {"username": "newcomer", "password": "correct-horse-battery"},
+                           follow=True)
+    assert response.status_code == 403
+    assert "manage.py set_role newcomer" in response.content.decode()
