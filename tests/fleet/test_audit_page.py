@@ -55,7 +55,8 @@ def test_exports_honour_the_filters(operator_client, events):
     assert [r["action"] for r in rows] == ["node.quarantined", "validation.requested"]  # newest first
     assert json.loads(rows[0]["detail"]) == {"note": "bad HBM"} and rows[0]["object_repr"] == "gpu-9"
     data = json.loads(operator_client.get(reverse("audit:export_json"), {"action": "login.failed"}).content)
-    assert [(e["action"], e["actor"], e["detail"]) for e in data["events"]] == [("login.failed", "", {"username": "mallory"})]
+    assert [(e["action"], e["actor"], e["detail"]) for e in data["events"]] == [
+        ("login.failed", "", {"username": "mallory"})]
 
 
 def test_only_admins_see_the_link_and_the_page(client, operator_client, django_user_model):
