@@ -46,6 +46,7 @@ def test_the_page_filters_by_actor_action_object_and_dates(operator_client, even
     assert "node.quarantined" in page and "node.created</td>" not in page and "login.failed</td>" not in page
     page = _page(operator_client, until=(timezone.now() - timedelta(days=20)).date())
     assert "node.created" in page and "node.quarantined</td>" not in page
+    assert "<tr><td>" not in _page(operator_client, since="not a date")  # a bad filter selects nothing, not all
 
 
 def test_exports_honour_the_filters(operator_client, events):

@@ -8,6 +8,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from cudaweb.accounts.models import AuditEvent
 from cudaweb.accounts.selectors import EXPORT_FIELDS, audit_event_export, audit_events, audit_object_types
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import AuditFilterForm
@@ -16,9 +17,13 @@ EVENTS_PER_PAGE = 100
 
 
 def _filtered(request):
+    """The events the query string selects; none when a filter is invalid (a bad date must not export it all)."""
     form = AuditFilterForm(request.GET or None, object_types=audit_object_types())
-    filters = {k: v for k, v in form.cleaned_data.items() if v} if form.is_valid() else {}
-    return form, audit_events(**filters)
+    if not form.is_bound:
+        return form, audit_events()
+    if not form.is_valid():
+        return form, AuditEvent.objects.none()
+    return form, audit_events(**{k: v for k, v in form.cleaned_data.items() if v})
 
 
 @guarded
