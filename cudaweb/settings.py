@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",  # login throttling (docs/adr/0008-hooks-and-production-settings.md)
     # Lowest first: an app imports only the apps before it (docs/adr/0004-one-way-layers.md; tests/test_layers.py).
+    "cudaweb.accounts",
     "cudaweb.nodes",
     "cudaweb.remote",
     "cudaweb.validation",
@@ -81,6 +82,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "cudaweb.accounts.audit.AuditContextMiddleware",  # who and from where, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -125,6 +127,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# The audit log's client address: REMOTE_ADDR, unless a reverse proxy of ours sets X-Forwarded-For (then the
+# address it appended last). Off by default: a client could write anything there.
+CUDAWEB_TRUST_X_FORWARDED_FOR = env_bool("CUDAWEB_TRUST_X_FORWARDED_FOR", False)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True

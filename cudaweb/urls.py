@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from cudaweb.fleet.urls import fleet_patterns, network_patterns, playbook_patterns, run_patterns
+from cudaweb.fleet.urls import audit_patterns, fleet_patterns, network_patterns, playbook_patterns, run_patterns
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,5 +11,6 @@ urlpatterns = [
     path("runs/", include(run_patterns)),
     path("playbooks/", include(playbook_patterns)),
     path("network/", include(network_patterns)),
+    path("audit/", include(audit_patterns)),
     path("", include(fleet_patterns)),
 ]

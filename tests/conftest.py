@@ -47,9 +47,19 @@ def sshd():
     server.close()
 
 
+def user_with_role(django_user_model, username, role, password=None):
+    """A user in the role's group (cudaweb.accounts.roles), or in none when `role` is None."""
+    from cudaweb.accounts.roles import role_set
+
+    user = django_user_model.objects.create_user(username, password=password)
+    role_set(user=user, role=role)
+    return user
+
+
 @pytest.fixture
 def admin_user(django_user_model):
-    return django_user_model.objects.create_user("operator", password="correct-horse-battery")
+    """The user most tests act as: an admin (the pages it drives add nodes and accept host keys)."""
+    return user_with_role(django_user_model, "operator", "admin", password="correct-horse-battery")
 
 
 @pytest.fixture

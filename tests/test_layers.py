@@ -7,7 +7,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Lowest first. An app may import the apps of lower levels only; apps on one level do not import each other.
-LEVELS = (("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network", "hooks"), ("fleet",))
+LEVELS = (("accounts",), ("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network", "hooks"),
+          ("fleet",))
 AGENT_MAY_IMPORT = {"agents", "torch", "pynvml"}
 
 

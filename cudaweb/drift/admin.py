@@ -1,13 +1,15 @@
 from django.contrib import admin
 
+from cudaweb.accounts.audit import AuditedAdmin
 from cudaweb.drift.catalog import METRICS
 from cudaweb.drift.models import DriftThreshold, PeerBand
 
 
 @admin.register(DriftThreshold)
-class DriftThresholdAdmin(admin.ModelAdmin):
+class DriftThresholdAdmin(AuditedAdmin, admin.ModelAdmin):
     """Per-metric drift thresholds (percent worse than the baseline); unset metrics use the catalogue default."""
 
+    audit_name = "threshold"
     list_display = ("metric", "threshold_pct", "default_pct")
 
     @admin.display(description="default %")

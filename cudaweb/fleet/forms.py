@@ -3,6 +3,7 @@
 from django import forms
 from django.conf import settings
 
+from cudaweb.accounts.audit import ACTIONS
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.nodes.models import Node, SSHCredential
@@ -118,3 +119,18 @@ class NetworkTestForm(forms.Form):
         if len(data.get("nodes") or []) < 2 and not data.get("label"):
             raise forms.ValidationError("choose two nodes or more, or a label")
         return data
+
+
+class AuditFilterForm(forms.Form):
+    """The audit page's filters; its exports take the same query string."""
+
+    actor = forms.CharField(required=False, max_length=150, help_text="username")
+    action = forms.ChoiceField(required=False)
+    object_type = forms.ChoiceField(required=False)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="from")
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="to")
+
+    def __init__(self, *args, object_types=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["action"].choices = [("", "any action")] + sorted(ACTIONS.items())
+        self.fields["object_type"].choices = [("", "any object")] + [(t, t) for t in object_types]

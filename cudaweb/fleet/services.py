@@ -6,6 +6,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
+from cudaweb.accounts import audit
 from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.nodes.models import HostKey, Node
@@ -40,6 +41,9 @@ def acceptance_decide(*, node, run, decision, user, note=""):
     record = AcceptanceRecord.objects.create(
         node=node, run=run, decision=decision, note=note, decided_by=user, decided_at=timezone.now(),
         evidence=evidence, digest=hashlib.sha256(_canonical(evidence).encode()).hexdigest())
+    audit.record("node.accepted" if decision == AcceptanceRecord.Decision.ACCEPTED else "node.quarantined",
+                 actor=user, obj=node, record=str(record.id), run=str(run.id), verdict=run.verdict, note=note,
+                 digest=record.digest)
     if decision == AcceptanceRecord.Decision.QUARANTINED:
         Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
     else:

@@ -1,8 +1,9 @@
-"""Every page of the dashboard, in URL namespaces: fleet (nodes, onboarding), runs, playbooks, network."""
+"""Every page of the dashboard, in URL namespaces: fleet (nodes, onboarding), runs, playbooks, network, audit.
+Who may open each one: cudaweb/fleet/access.py."""
 
 from django.urls import path
 
-from cudaweb.fleet.views import fleet, network, nodes, onboarding, playbooks, runs, schedules
+from cudaweb.fleet.views import audit, fleet, network, nodes, onboarding, playbooks, runs, schedules
 
 fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
@@ -44,3 +45,9 @@ network_patterns = ([
     path("start/", network.network_start, name="start"),
     path("<uuid:test_id>/", network.network_detail, name="detail"),
 ], "network")
+
+audit_patterns = ([
+    path("", audit.audit_list, name="list"),
+    path("export.csv", audit.audit_export_csv, name="export_csv"),
+    path("export.json", audit.audit_export_json, name="export_json"),
+], "audit")

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from cudaweb.accounts import audit
 from cudaweb.network import plans
 from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.remote import bundle
@@ -40,6 +41,8 @@ def network_test_request(*, nodes, requested_by=None, plan=None):
         raise ValueError("a network test needs two nodes or more")
     test = NetworkTest.objects.create(plan=plan or plans.plan_for(len(nodes)), requested_by=requested_by)
     test.nodes.set(nodes)
+    audit.record("network_test.requested", actor=requested_by, obj=test, plan=test.plan,
+                 nodes=[node.name for node in nodes[:50]])
     transaction.on_commit(lambda: run_network_test.delay(str(test.id)))
     return test
 
@@ -53,7 +56,7 @@ def _agent(node, role, master, results, key):
         env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
     try:
         payload, digest = bundle.build()
-        with transport_for(node) as transport:
+        with transport_for(node, purpose="network test pair (%s)" % role) as transport:
             path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
         results[key] = (parse_report(result.stdout), "")

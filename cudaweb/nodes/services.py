@@ -5,6 +5,7 @@ import sys
 from django.db import transaction
 from django.utils import timezone
 
+from cudaweb.accounts import audit
 from cudaweb.nodes import crypto
 from cudaweb.nodes.models import HostKey, Node, SSHCredential
 
@@ -21,8 +22,13 @@ def node_create(*, name, address, port, username, python_path="python3", labels=
         if private_key:
             credential.set_private_key(private_key)
         credential.save()
-    return Node.objects.create(name=name, address=address, port=port, username=username, python_path=python_path,
+        audit.record("credential.created", actor=created_by, obj=credential, stored_key=bool(private_key),
+                     key_path=key_path)
+    node = Node.objects.create(name=name, address=address, port=port, username=username, python_path=python_path,
                                labels=list(labels), credential=credential, transport=Node.Transport.SSH)
+    audit.record("node.created", actor=created_by, obj=node, address=address, port=port, username=username,
+                 labels=list(labels), credential=str(credential) if credential else None)
+    return node
 
 
 def node_register_local(*, name="localhost", python_path=None):
@@ -53,6 +59,8 @@ def host_key_accept(*, node, user):
     host_key.accepted_by = user
     host_key.accepted_at = timezone.now()
     host_key.save(update_fields=["accepted_by", "accepted_at"])
+    audit.record("host_key.accepted", actor=user, obj=node, key_type=host_key.key_type,
+                 fingerprint=host_key.fingerprint_sha256)
     if node.status == Node.Status.NEW:
         node.status = Node.Status.READY
         node.save(update_fields=["status"])

@@ -5,6 +5,7 @@ import json
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from cudaweb.accounts import audit
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
@@ -22,8 +23,10 @@ def schedule_create(*, every_hours, mode, node=None, label=""):
     target = "node %s" % node.name if node else "label %s" % label
     kwargs = {"node_id": str(node.id)} if node else {"label": label}
     kwargs["mode"] = mode
-    return PeriodicTask.objects.create(name="%s%s every %dh (%s)" % (PREFIX, target, every_hours, mode), task=TASK,
-                                       interval=interval, kwargs=json.dumps(kwargs))
+    schedule = PeriodicTask.objects.create(name="%s%s every %dh (%s)" % (PREFIX, target, every_hours, mode),
+                                           task=TASK, interval=interval, kwargs=json.dumps(kwargs))
+    audit.record("schedule.created", obj=schedule, every_hours=every_hours, mode=mode, target=target)
+    return schedule
 
 
 def schedules():
@@ -31,7 +34,11 @@ def schedules():
 
 
 def schedule_delete(*, schedule_id):
-    PeriodicTask.objects.filter(id=schedule_id, task=TASK).delete()
+    schedule = PeriodicTask.objects.filter(id=schedule_id, task=TASK).first()
+    if schedule is not None:
+        gone = audit.Snapshot.of(schedule)
+        schedule.delete()
+        audit.record("schedule.deleted", obj=gone)
 
 
 def revalidate(*, mode, node_id=None, label=""):

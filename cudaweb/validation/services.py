@@ -11,6 +11,7 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from cudaweb.accounts import audit
 from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
@@ -65,7 +66,22 @@ def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigge
     transaction.on_commit(lambda: _enqueue_or_forget(fresh, mode))  # at once, outside a transaction
     by_node = {run.node_id: run for run in fresh}
     by_node.update(live)
+    _audit_request(nodes, fresh, live, mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
     return [by_node[node.id] for node in nodes if node.id in by_node]
+
+
+def _audit_request(nodes, fresh, live, *, mode, requested_by, trigger, batch):
+    """A person's request goes to the audit log (one event for a bulk request); beat's scheduled runs do not."""
+    if trigger == ValidationRun.Trigger.SCHEDULED or not nodes:
+        return
+    detail = {"mode": mode, "trigger": trigger, "queued": len(fresh), "already_live": len(live)}
+    if len(nodes) == 1:
+        run = fresh[0] if fresh else live.get(nodes[0].id)
+        audit.record("validation.requested", actor=requested_by, obj=nodes[0],
+                     run=str(run.id) if run else None, **detail)
+    else:
+        audit.record("validation.bulk_requested", actor=requested_by, batch=batch, nodes=len(nodes),
+                     names=[node.name for node in nodes[:50]], **detail)
 
 
 def _enqueue_or_forget(runs, mode):
@@ -147,7 +163,7 @@ def run_execute(*, run_id):
     """Claim the run and carry it to a terminal state; every failure path is named and recorded."""
     if not run_claim(run_id=run_id):
         return None
-    run = ValidationRun.objects.select_related("node", "node__credential").get(id=run_id)
+    run = ValidationRun.objects.select_related("node", "node__credential", "requested_by").get(id=run_id)
     node = run.node
     budget = agent_budget_s(node, run.mode)
     agent_args = ["--mode", run.mode, "--json", "--exit-with-stdin"]  # the agent stops when its worker is gone
@@ -157,7 +173,8 @@ def run_execute(*, run_id):
         agent_args += ["--since", previous.finished.isoformat()]
     payload, digest = bundle.build()
     try:
-        with Heartbeat(run.id), transport_for(node) as transport:
+        with Heartbeat(run.id), transport_for(node, purpose="run %s" % run.id,
+                                              on_behalf_of=run.requested_by) as transport:
             agent_path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, agent_path, agent_args, budget, env=node.agent_env(),
                                          on_stderr_line=_progress_recorder(run))

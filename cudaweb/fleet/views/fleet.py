@@ -3,12 +3,12 @@
 import uuid
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cudaweb.fleet import selectors
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
@@ -16,7 +16,7 @@ from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import runs_request
 
 
-@login_required
+@guarded
 def node_list(request):
     form = FleetFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
@@ -27,7 +27,7 @@ def node_list(request):
     return render(request, "fleet/node_list.html", context)
 
 
-@login_required
+@guarded
 @require_POST
 def nodes_validate(request):
     """Validate the selected nodes (or every node with a label) together; show each one's progress."""

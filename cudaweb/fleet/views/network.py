@@ -2,10 +2,10 @@
 history."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NetworkTestForm
 from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.network.services import network_test_request
@@ -14,13 +14,13 @@ from cudaweb.nodes.selectors import nodes_with_label
 HISTORY = 10
 
 
-@login_required
+@guarded
 def network_list(request):
     tests = NetworkTest.objects.select_related("requested_by").prefetch_related("nodes")[:50]
     return render(request, "network/list.html", {"tests": tests, "form": NetworkTestForm()})
 
 
-@login_required
+@guarded
 @require_POST
 def network_start(request):
     form = NetworkTestForm(request.POST)
@@ -36,7 +36,7 @@ def network_start(request):
     return redirect(test)
 
 
-@login_required
+@guarded
 def network_detail(request, test_id):
     test = get_object_or_404(NetworkTest, id=test_id)
     nodes = list(test.nodes.order_by("name"))

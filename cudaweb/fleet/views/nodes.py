@@ -1,7 +1,6 @@
 """A node's page and its actions: add, host key, validate, pin a baseline."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -9,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from cudaweb.drift import selectors as drift_selectors
 from cudaweb.drift.services import baseline_pin
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeForm, ValidateForm
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
@@ -29,7 +29,7 @@ def _back(request, node):
     return redirect(node)
 
 
-@login_required
+@guarded
 def node_add(request):
     """Step 1 of onboarding: address, user, key (or an existing credential)."""
     form = NodeForm(request.POST or None)
@@ -44,7 +44,7 @@ def node_add(request):
     return render(request, "fleet/node_add.html", {"form": form})
 
 
-@login_required
+@guarded
 def node_detail(request, node_id):
     node = get_object_or_404(Node.objects.select_related("baseline", "last_run"), id=node_id)
     host_key = HostKey.objects.filter(node=node).select_related("accepted_by").first()
@@ -57,7 +57,7 @@ def node_detail(request, node_id):
     })
 
 
-@login_required
+@guarded
 @require_POST
 def host_key_fetch(request, node_id):
     node = get_object_or_404(Node, id=node_id, transport=Node.Transport.SSH)
@@ -68,7 +68,7 @@ def host_key_fetch(request, node_id):
     return _back(request, node)
 
 
-@login_required
+@guarded
 @require_POST
 def host_key_accept(request, node_id):
     node = get_object_or_404(Node, id=node_id)
@@ -82,7 +82,7 @@ def host_key_accept(request, node_id):
     return _back(request, node)
 
 
-@login_required
+@guarded
 @require_POST
 def node_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
@@ -101,7 +101,7 @@ def node_validate(request, node_id):
     return redirect(run)
 
 
-@login_required
+@guarded
 @require_POST
 def node_baseline(request, node_id):
     node = get_object_or_404(Node, id=node_id)

@@ -1,12 +1,12 @@
 """Onboarding a new node: host key, a full validation with live progress, then accept or quarantine."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from cudaweb.fleet import services
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import DecisionForm
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.fleet.views.runs import run_context
@@ -16,7 +16,7 @@ from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 
-@login_required
+@guarded
 def node_onboard(request, node_id):
     """Steps 2-4 of onboarding: the host key, a full validation with live progress, the decision."""
     node = get_object_or_404(Node, id=node_id)
@@ -34,7 +34,7 @@ def node_onboard(request, node_id):
                                           step=step, decision_form=DecisionForm()))
 
 
-@login_required
+@guarded
 @require_POST
 def onboard_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
@@ -49,7 +49,7 @@ def onboard_validate(request, node_id):
     return redirect("fleet:node_onboard", node_id=node.id)
 
 
-@login_required
+@guarded
 @require_POST
 def onboard_decide(request, node_id):
     node = get_object_or_404(Node, id=node_id)
@@ -67,14 +67,14 @@ def onboard_decide(request, node_id):
     return redirect(record)
 
 
-@login_required
+@guarded
 def acceptance_detail(request, record_id):
     record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "run", "decided_by"), id=record_id)
     checks = (record.evidence.get("report") or {}).get("checks", [])
     return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks})
 
 
-@login_required
+@guarded
 def acceptance_json(request, record_id):
     record = get_object_or_404(AcceptanceRecord.objects.select_related("decided_by"), id=record_id)
     response = JsonResponse(services.acceptance_export(record), json_dumps_params={"indent": 2})

@@ -1,25 +1,25 @@
 """The playbook library, a playbook, log triage, and votes on a run's playbooks."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import TriageForm, VoteForm
 from cudaweb.playbooks import library, selectors, services
 from cudaweb.playbooks.matcher import triage
 from cudaweb.validation.models import ValidationRun
 
 
-@login_required
+@guarded
 def playbook_list(request):
     counts = selectors.vote_counts()
     books = [{"book": b, "votes": counts.get(b.id, {"followed": 0, "helped": 0})} for b in library.load().values()]
     return render(request, "playbooks/list.html", {"books": books})
 
 
-@login_required
+@guarded
 def playbook_detail(request, playbook_id):
     book = library.get(playbook_id)
     if book is None:
@@ -28,7 +28,7 @@ def playbook_detail(request, playbook_id):
     return render(request, "playbooks/detail.html", {"book": book, "votes": votes})
 
 
-@login_required
+@guarded
 def triage_log(request):
     form = TriageForm(request.POST or None, request.FILES or None)
     result = None
@@ -37,7 +37,7 @@ def triage_log(request):
     return render(request, "playbooks/triage.html", {"form": form, "result": result})
 
 
-@login_required
+@guarded
 @require_POST
 def vote(request, run_id, playbook_id):
     run = get_object_or_404(ValidationRun, id=run_id)

@@ -3,11 +3,11 @@
 import re
 import uuid
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
 from cudaweb.drift.selectors import compare_runs
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.selectors import run_sections
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import CheckResult, ValidationRun
@@ -25,18 +25,18 @@ def run_context(request, run):
             "sections": run_sections(checks=checks, playbooks=playbooks)}
 
 
-@login_required
+@guarded
 def run_detail(request, run_id):
     return render(request, "runs/run_detail.html", run_context(request, _run(run_id)))
 
 
-@login_required
+@guarded
 def run_fragment(request, run_id):
     """The live part of the run page, polled while the run is PENDING or RUNNING."""
     return render(request, "runs/_run_live.html", run_context(request, _run(run_id)))
 
 
-@login_required
+@guarded
 def check_evidence(request, run_id, check_id):
     """A check's whole evidence as a text file (the page shows its start and its end)."""
     check = get_object_or_404(CheckResult, run_id=run_id, check_id=check_id)
@@ -64,7 +64,7 @@ def _batch_runs(request):
     return list(runs.select_related("node").defer("report", "raw_output", "progress").order_by("node__name"))
 
 
-@login_required
+@guarded
 def batch(request):
     """Several runs requested together: each one's progress, polled while any is live."""
     runs = _batch_runs(request)
@@ -72,13 +72,13 @@ def batch(request):
                                                "query": request.GET.urlencode()})
 
 
-@login_required
+@guarded
 def batch_fragment(request):
     runs = _batch_runs(request)
     return render(request, "runs/_batch_rows.html", {"runs": runs, "live": any(r.is_live for r in runs)})
 
 
-@login_required
+@guarded
 def compare(request, run_a, run_b):
     """Two runs side by side (b against a)."""
     first = get_object_or_404(ValidationRun.objects.select_related("node"), id=run_a)
@@ -87,7 +87,7 @@ def compare(request, run_a, run_b):
                                                        "cmp": compare_runs(first, second)})
 
 
-@login_required
+@guarded
 def compare_pick(request):
     """The node page's "compare the two selected runs": older as A, newer as B."""
     chosen = list(ValidationRun.objects.filter(id__in=_uuids(request.GET.getlist("cmp"))).order_by("created")

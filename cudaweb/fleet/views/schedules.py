@@ -1,14 +1,14 @@
 """Scheduled revalidation: list, create, delete."""
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import ScheduleForm
 from cudaweb.validation import schedules
 
 
-@login_required
+@guarded
 def schedule_list(request):
     form = ScheduleForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -22,7 +22,7 @@ def schedule_list(request):
     return render(request, "runs/schedules.html", {"form": form, "schedules": schedules.schedules()})
 
 
-@login_required
+@guarded
 @require_POST
 def schedule_delete(request, schedule_id):
     schedules.schedule_delete(schedule_id=schedule_id)

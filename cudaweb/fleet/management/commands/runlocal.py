@@ -112,13 +112,18 @@ class Command(BaseCommand):
         return env
 
     def _ensure_admin(self):
+        """The local user `admin`: a superuser in the admin role group (created once; an older one gets the group)."""
         from django.contrib.auth import get_user_model
 
+        from cudaweb.accounts.roles import role_set
+
         User = get_user_model()
-        if User.objects.filter(username="admin").exists():
+        existing = User.objects.filter(username="admin").first()
+        if existing is not None:
+            role_set(user=existing, role="admin")
             self.stdout.write("admin account exists (password as printed when it was created)")
             return
         password = os.environ.get("CUDAWEB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
-        User.objects.create_superuser("admin", "", password)
+        role_set(user=User.objects.create_superuser("admin", "", password), role="admin")
         shown = "from CUDAWEB_ADMIN_PASSWORD" if os.environ.get("CUDAWEB_ADMIN_PASSWORD") else password
         self.stdout.write(self.style.WARNING("created user admin, password: %s (shown once)" % shown))

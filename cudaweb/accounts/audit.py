@@ -1,0 +1,128 @@
+"""Writing the audit log: `record(action, ...)` from any app (this is the floor: every app may import it).
+
+Who and from where come from the request being served (AuditContextMiddleware keeps it for the code it calls), so
+a service deep below a page records the page's user and address without being handed the request."""
+
+import contextvars
+import json
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+
+from cudaweb.accounts.models import AuditEvent
+
+# Every action the dashboard records, for the audit page's filter. A new action is added here.
+ACTIONS = {
+    "login.succeeded": "logged in",
+    "login.failed": "failed to log in",
+    "role.changed": "role groups changed",
+    "validation.requested": "validation requested",
+    "validation.bulk_requested": "validations requested in bulk",
+    "network_test.requested": "network test requested",
+    "node.accepted": "node accepted into the fleet",
+    "node.quarantined": "node quarantined",
+    "host_key.fetched": "host key fetched",
+    "host_key.accepted": "host key accepted",
+    "host_key.created": "host key added (admin)",
+    "host_key.changed": "host key changed (admin)",
+    "host_key.deleted": "host key deleted (admin)",
+    "credential.created": "SSH credential created",
+    "credential.used": "SSH credential used to connect",
+    "credential.changed": "SSH credential changed (admin)",
+    "credential.deleted": "SSH credential deleted",
+    "node.created": "node added",
+    "node.changed": "node changed",
+    "node.deleted": "node deleted",
+    "schedule.created": "schedule created",
+    "schedule.deleted": "schedule deleted",
+    "threshold.created": "drift threshold set",
+    "threshold.changed": "drift threshold changed",
+    "threshold.deleted": "drift threshold removed",
+    # The hook for the token API (issue #13): `manage.py api_token` calls record("token.issued", actor=..., obj=token).
+    "token.issued": "API token issued",
+}
+
+_request = contextvars.ContextVar("cudaweb_audit_request", default=None)
+
+
+class AuditContextMiddleware:
+    """Keeps the request being served for `record`, so services below the views know who acts and from where."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        token = _request.set(request)
+        try:
+            return self.get_response(request)
+        finally:
+            _request.reset(token)
+
+
+def client_address(request):
+    """REMOTE_ADDR; or, behind a proxy that CUDAWEB_TRUST_X_FORWARDED_FOR says is ours, the address that proxy
+    appended last to X-Forwarded-For (earlier entries are whatever the client claimed)."""
+    if getattr(settings, "CUDAWEB_TRUST_X_FORWARDED_FOR", False):
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+        if forwarded:
+            return forwarded[-1]
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _object_fields(obj):
+    if obj is None:
+        return {}
+    return {"object_type": obj._meta.label_lower, "object_id": str(obj.pk or ""), "object_repr": str(obj)[:200]}
+
+
+def record(action, *, request=None, actor=None, obj=None, **detail):
+    """Append one event: `action` (a key of ACTIONS) by `actor` (default: the request's user) on `obj` (a model
+    instance, or None), with `detail` as JSON. The request defaults to the one being served, if any."""
+    if action not in ACTIONS:
+        raise ValueError("unknown audit action %r: add it to cudaweb.accounts.audit.ACTIONS" % action)
+    request = request or _request.get()
+    if actor is None and request is not None and getattr(request, "user", None) is not None \
+            and request.user.is_authenticated:
+        actor = request.user
+    address = client_address(request) if request is not None else None
+    return AuditEvent.objects.create(
+        action=action, actor=actor, actor_name=actor.get_username() if actor is not None else "",
+        client_address=address, detail=json.loads(json.dumps(detail, cls=DjangoJSONEncoder)), **_object_fields(obj))
+
+
+class AuditedAdmin:
+    """A ModelAdmin mixin: additions, changes and deletions made in the admin go to the audit log as
+    `<audit_name>.created / .changed / .deleted` (each must be in ACTIONS)."""
+
+    audit_name = None
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        record("%s.%s" % (self.audit_name, "changed" if change else "created"), request=request, obj=obj,
+               fields=sorted(form.changed_data), via="admin")
+
+    def delete_model(self, request, obj):
+        gone = Snapshot.of(obj)
+        super().delete_model(request, obj)
+        record("%s.deleted" % self.audit_name, request=request, obj=gone, via="admin")
+
+    def delete_queryset(self, request, queryset):
+        gone = [Snapshot.of(obj) for obj in queryset]
+        super().delete_queryset(request, queryset)
+        for snapshot in gone:
+            record("%s.deleted" % self.audit_name, request=request, obj=snapshot, via="admin")
+
+
+class Snapshot:
+    """An object as it was (type, id, name), for `record` once it is deleted: take it before deleting."""
+
+    def __init__(self, label, pk, text):
+        self.pk, self._text = pk, text
+        self._meta = type("Meta", (), {"label_lower": label})
+
+    @classmethod
+    def of(cls, obj):
+        return cls(obj._meta.label_lower, obj.pk, str(obj))
+
+    def __str__(self):
+        return self._text
