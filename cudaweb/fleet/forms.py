@@ -1,15 +1,37 @@
 """The forms of every page."""
 
+import uuid
+
 from django import forms
 from django.conf import settings
 
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.nodes.addresses import AddressRefused, address_check
+from cudaweb.nodes.keyfiles import KeyFileRefused, key_file_path
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.remote.connect import private_key_check
 from cudaweb.remote.transports.base import AuthFailed
 from cudaweb.validation.models import ValidationRun
+
+
+class NoEchoTextarea(forms.Textarea):
+    """Never sends its value back to the browser: a private key in a form that failed stays out of the page."""
+
+    def format_value(self, value):
+        return None
+
+
+class ShortEchoTextarea(forms.Textarea):
+    """Sends its value back only when it is short: a 2 MiB paste is not returned in the page."""
+
+    ECHO_MAX = 64 * 1024
+
+    def format_value(self, value):
+        value = super().format_value(value)
+        limit = min(self.ECHO_MAX, settings.CUDAWEB_TRIAGE_CAP)
+        return value if value is None or len(value) <= limit else None
 
 
 class NodeForm(forms.Form):
@@ -17,9 +39,11 @@ class NodeForm(forms.Form):
     address = forms.CharField(max_length=255, help_text="host name or IP address")
     port = forms.IntegerField(min_value=1, max_value=65535, initial=22)
     username = forms.RegexField(regex=r"^[a-z_][a-z0-9_.-]*$", max_length=64)
-    private_key = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), required=False,
-                                  help_text="OpenSSH private key; stored encrypted")
-    key_path = forms.CharField(required=False, help_text="or: path to a key file on the worker host")
+    private_key = forms.CharField(widget=NoEchoTextarea(attrs={"rows": 6}), required=False,
+                                  help_text="OpenSSH private key; stored encrypted (never shown again: paste it "
+                                            "again if the form comes back with an error)")
+    key_path = forms.CharField(required=False, max_length=500,
+                               help_text="or: a key file in the worker host's key directory (CUDAWEB_KEY_DIR)")
     credential = forms.ModelChoiceField(queryset=SSHCredential.objects.order_by("name"), required=False,
                                         help_text="or: a credential already stored")
     python_path = forms.CharField(initial="python3", max_length=500,
@@ -31,6 +55,21 @@ class NodeForm(forms.Form):
         if Node.objects.filter(name=name).exists():
             raise forms.ValidationError("a node with this name exists")
         return name
+
+    def clean_address(self):
+        try:
+            return address_check(self.cleaned_data["address"])
+        except AddressRefused as exc:
+            raise forms.ValidationError(str(exc))
+
+    def clean_key_path(self):
+        path = self.cleaned_data["key_path"].strip()
+        if path:
+            try:
+                key_file_path(path)  # inside the key directory; read by the worker, not here
+            except KeyFileRefused as exc:
+                raise forms.ValidationError(str(exc))
+        return path
 
     def clean_labels(self):
         return [label.strip() for label in self.cleaned_data["labels"].split(",") if label.strip()]
@@ -76,6 +115,7 @@ class BulkValidateForm(forms.Form):
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=AcceptanceRecord.Decision.choices, widget=forms.RadioSelect)
+    token = forms.UUIDField(widget=forms.HiddenInput, initial=uuid.uuid4)  # one decision per form shown
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000)
 
 
@@ -87,8 +127,8 @@ class ScheduleForm(forms.Form):
 
 
 class TriageForm(forms.Form):
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}), required=False,
-                           label="Paste a traceback or log")
+    text = forms.CharField(widget=ShortEchoTextarea(attrs={"rows": 14, "spellcheck": "false"}), required=False,
+                           label="Paste a traceback or log", strip=False)
     upload = forms.FileField(required=False, label="or upload a log file")
 
     def clean(self):

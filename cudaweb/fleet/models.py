@@ -27,6 +27,8 @@ class AcceptanceRecord(models.Model):
     decided_at = models.DateTimeField()
     evidence = models.JSONField(help_text="snapshot of the node, its host key and the run's report")
     digest = models.CharField(max_length=64, help_text="sha256 of the canonical JSON of the evidence")
+    token = models.UUIDField(null=True, blank=True, unique=True, editable=False,
+                             help_text="the decision form's own id: a second submit of one form records nothing")
 
     class Meta:
         ordering = ["-decided_at"]

@@ -3,7 +3,7 @@
 import hashlib
 import json
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cudaweb.accounts import audit
@@ -20,11 +20,26 @@ def _canonical(data):
 
 
 @transaction.atomic
-def acceptance_decide(*, node, run, decision, user, note=""):
+def acceptance_decide(*, node, run, decision, user, note="", token=None):
     """Record an operator's accept / quarantine decision with a snapshot of the evidence; update the node; once
-    committed, tell the apps above (nodes.signals.node_quarantined / node_accepted: hooks drain or resume it)."""
+    committed, tell the apps above (nodes.signals.node_quarantined / node_accepted: hooks drain or resume it).
+    `token` is the decision form's id: submitted twice (a double click, a resent form), it records one decision
+    and the second call returns the first record."""
     if run.node_id != node.id or run.status not in ValidationRun.VERDICT_STATUSES:
         raise ValueError("the decision must rest on a finished run of this node with a verdict")
+    if token is not None:
+        earlier = AcceptanceRecord.objects.filter(token=token).first()
+        if earlier is not None:
+            return earlier
+        try:
+            with transaction.atomic():
+                return _acceptance_record(node=node, run=run, decision=decision, user=user, note=note, token=token)
+        except IntegrityError:  # the same form, submitted at the same moment: the other request recorded it
+            return AcceptanceRecord.objects.get(token=token)
+    return _acceptance_record(node=node, run=run, decision=decision, user=user, note=note, token=None)
+
+
+def _acceptance_record(*, node, run, decision, user, note, token):
     host_key = HostKey.objects.filter(node=node).first()
     evidence = {
         "node": {"id": str(node.id), "name": node.name, "address": node.address, "port": node.port,
@@ -40,7 +55,7 @@ def acceptance_decide(*, node, run, decision, user, note=""):
     evidence = json.loads(_canonical(evidence))
     record = AcceptanceRecord.objects.create(
         node=node, run=run, decision=decision, note=note, decided_by=user, decided_at=timezone.now(),
-        evidence=evidence, digest=hashlib.sha256(_canonical(evidence).encode()).hexdigest())
+        evidence=evidence, digest=hashlib.sha256(_canonical(evidence).encode()).hexdigest(), token=token)
     audit.record("node.accepted" if decision == AcceptanceRecord.Decision.ACCEPTED else "node.quarantined",
                  actor=user, obj=node, record=str(record.id), run=str(run.id), verdict=run.verdict, note=note,
                  digest=record.digest)

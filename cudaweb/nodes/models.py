@@ -7,7 +7,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
-from cudaweb.nodes import crypto
+from cudaweb.nodes import crypto, keyfiles
 
 
 class SSHCredential(models.Model):
@@ -15,7 +15,8 @@ class SSHCredential(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     private_key_encrypted = models.TextField(blank=True)
-    key_path = models.CharField(max_length=500, blank=True, help_text="path to a key file on the worker host")
+    key_path = models.CharField(max_length=500, blank=True,
+                                help_text="a key file in the worker host's key directory (CUDAWEB_KEY_DIR)")
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
@@ -28,8 +29,7 @@ class SSHCredential(models.Model):
     def private_key_text(self):
         if self.private_key_encrypted:
             return crypto.decrypt(self.private_key_encrypted)
-        with open(self.key_path) as fh:
-            return fh.read()
+        return keyfiles.read_key_file(self.key_path)
 
 
 class Node(models.Model):
@@ -95,6 +95,9 @@ class Node(models.Model):
             models.Index(fields=["status"], name="node_status_idx"),
             models.Index(fields=["gpu_model"], name="node_gpu_model_idx"),
         ]
+
+    contact_requested = models.DateTimeField(null=True, blank=True, help_text="when reading the host key was asked")
+    contact_error = models.CharField(max_length=500, blank=True, help_text="why the last host key read failed")
 
     def agent_env(self):
         """Environment the agent runs with on this node (None when it needs none)."""

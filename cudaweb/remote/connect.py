@@ -1,14 +1,35 @@
 """A node's way in: the transport a run uses, first contact for its host key, and SSH keys checked before they
 are stored. The Django side of this package; the transports themselves are plain Python."""
 
+import socket
+
 from django.conf import settings
+from django.utils import timezone
 
 from cudaweb.accounts import audit
+from cudaweb.nodes import addresses
 from cudaweb.nodes import services as node_services
-from cudaweb.nodes.models import HostKey
+from cudaweb.nodes.keyfiles import KeyFileRefused
+from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote.transports import base, ssh
 from cudaweb.remote.transports.local import LocalTransport
 from cudaweb.remote.transports.ssh import SSHTransport
+
+
+def reachable_address(address, port):
+    """The address a connection may be made to: checked (cudaweb.nodes.addresses) and, when only some networks
+    are allowed, every address the name resolves to inside them. Raises AddressRefused."""
+    addresses.address_check(address)
+    if addresses.allowed_networks():
+        try:
+            resolved = {info[4][0] for info in socket.getaddrinfo(address, port, proto=socket.IPPROTO_TCP)}
+        except OSError as exc:
+            raise addresses.AddressRefused("%s does not resolve: %s" % (address, exc)) from None
+        outside = sorted(ip for ip in resolved if not addresses.ip_allowed(ip.split("%")[0]))
+        if outside:
+            raise addresses.AddressRefused("%s resolves to %s, outside the networks this dashboard may connect to "
+                                           "(CUDAWEB_ALLOWED_NETWORKS)" % (address, ", ".join(outside)))
+    return address
 
 
 def transport_for(node, *, purpose="", on_behalf_of=None):
@@ -20,20 +41,54 @@ def transport_for(node, *, purpose="", on_behalf_of=None):
     host_key = HostKey.objects.filter(node=node, accepted_at__isnull=False).first()
     if node.credential is None:
         raise base.AuthFailed("node %s has no SSH credential" % node.name)
+    try:
+        reachable_address(node.address, node.port)
+    except addresses.AddressRefused as exc:
+        raise base.Unreachable(str(exc)) from None
     audit.record("credential.used", actor=on_behalf_of, obj=node.credential, node=node.name,
                  address="%s:%d" % (node.address, node.port), username=node.username, purpose=purpose)
+    try:
+        key_text = node.credential.private_key_text()
+    except KeyFileRefused as exc:
+        raise base.AuthFailed(str(exc)) from None
     return SSHTransport(
-        node.address, node.port, node.username, node.credential.private_key_text(),
+        node.address, node.port, node.username, key_text,
         (host_key.key_type, host_key.key_base64) if host_key else None,
         settings.CUDAWEB_SSH_CONNECT_TIMEOUT, settings.CUDAWEB_OUTPUT_CAP)
 
 
-def host_key_fetch(*, node):
-    """First contact: read the host key `node` presents and record it, unaccepted, for an operator to review."""
-    key_type, key_base64, fingerprint = ssh.fetch_host_key(node.address, node.port,
-                                                            settings.CUDAWEB_SSH_CONNECT_TIMEOUT)
-    audit.record("host_key.fetched", obj=node, address="%s:%d" % (node.address, node.port), key_type=key_type,
-                 fingerprint=fingerprint)
+class QueueDown(Exception):
+    """The task queue does not answer: nothing was asked of a worker."""
+
+
+def host_key_request(*, node, user=None):
+    """Ask a worker to read `node`'s host key (remote.tasks.fetch_host_key); the node page shows the key, or
+    why it could not be read, when the worker is done. No connection is made from the web request."""
+    from cudaweb.remote.tasks import fetch_host_key
+
+    Node.objects.filter(id=node.id).update(contact_requested=timezone.now(), contact_error="")
+    try:
+        fetch_host_key.apply_async(args=[str(node.id), user.pk if user else None], retry=False)
+    except Exception as exc:  # kombu / redis errors: whatever the broker raised, nothing was queued
+        Node.objects.filter(id=node.id).update(contact_requested=None)
+        raise QueueDown("the task queue (Redis) does not answer: %s" % exc) from None
+
+
+def host_key_fetch(*, node, on_behalf_of=None):
+    """First contact: read the host key `node` presents and record it, unaccepted, for an operator to review.
+    Runs in a worker (remote.tasks.fetch_host_key), never in a web request."""
+    try:
+        reachable_address(node.address, node.port)
+    except addresses.AddressRefused as exc:
+        raise base.Unreachable(str(exc)) from None
+    try:
+        key_type, key_base64, fingerprint = ssh.fetch_host_key(node.address, node.port,
+                                                                settings.CUDAWEB_SSH_CONNECT_TIMEOUT)
+    except base.Unreachable:
+        # one message whatever the cause (refused, filtered, not SSH): the dashboard is no port scanner
+        raise base.Unreachable("no SSH host key could be read from %s:%d" % (node.address, node.port)) from None
+    audit.record("host_key.fetched", actor=on_behalf_of, obj=node, address="%s:%d" % (node.address, node.port),
+                 key_type=key_type, fingerprint=fingerprint)
     return node_services.host_key_record(node=node, key_type=key_type, key_base64=key_base64, fingerprint=fingerprint)
 
 

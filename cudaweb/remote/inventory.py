@@ -7,13 +7,13 @@ import io
 import re
 import shlex
 
-from django.core.validators import validate_ipv46_address, validate_slug
+from django.core.validators import validate_slug
 from django.core.exceptions import ValidationError
+
+from cudaweb.nodes.addresses import AddressRefused, address_check
 
 CSV_COLUMNS = ("name", "address", "port", "user", "labels", "transport")
 USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")  # the add-node page's rule (cudaweb.fleet.forms.NodeForm)
-HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
-                      r"[A-Za-z0-9])?)*\.?$")
 
 
 class InventoryError(Exception):
@@ -167,9 +167,7 @@ def entry_check(entry):
         raise InventoryError("%s: no user (a user column, ansible_user, or --user)" % where)
     if not USERNAME.match(entry["user"]) or len(entry["user"]) > 64:
         raise InventoryError("%s: %r is not a user name" % (where, entry["user"]))
-    address = entry["address"].strip("[]")
     try:
-        validate_ipv46_address(address)
-    except ValidationError:
-        if not HOSTNAME.match(address):
-            raise InventoryError("%s: %r is not a host name or an IP address" % (where, entry["address"]))
+        address_check(entry["address"].strip("[]"))  # the add-node page's rule, and the allowed networks
+    except AddressRefused as exc:
+        raise InventoryError("%s: %s" % (where, exc))

@@ -2,7 +2,7 @@
 
 import json
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from cudaweb.accounts import audit
@@ -23,8 +23,15 @@ def schedule_create(*, every_hours, mode, node=None, label=""):
     target = "node %s" % node.name if node else "label %s" % label
     kwargs = {"node_id": str(node.id)} if node else {"label": label}
     kwargs["mode"] = mode
-    schedule = PeriodicTask.objects.create(name="%s%s every %dh (%s)" % (PREFIX, target, every_hours, mode),
-                                           task=TASK, interval=interval, kwargs=json.dumps(kwargs))
+    name = "%s%s every %dh (%s)" % (PREFIX, target, every_hours, mode)
+    taken = "this schedule exists already: %s" % name[len(PREFIX):]
+    if PeriodicTask.objects.filter(name=name).exists():
+        raise ValueError(taken)
+    try:
+        with transaction.atomic():
+            schedule = PeriodicTask.objects.create(name=name, task=TASK, interval=interval, kwargs=json.dumps(kwargs))
+    except IntegrityError:  # made by another request meanwhile
+        raise ValueError(taken) from None
     audit.record("schedule.created", obj=schedule, every_hours=every_hours, mode=mode, target=target)
     return schedule
 

@@ -77,7 +77,8 @@ def test_one_click_validation_in_a_real_browser(browser_page, live_server, admin
     page.fill("input[name=labels]", "rack-9")
     page.click("#add-node")
 
-    page.click("#fetch-host-key")
+    page.click("#fetch-host-key")  # a worker reads the key; the step updates by itself when it arrives
+    page.wait_for_selector("#fingerprint", timeout=60000)
     assert sshd.fingerprint() in page.inner_text("#fingerprint")
     page.click("#accept-host-key")
     page.click("#start-validation")

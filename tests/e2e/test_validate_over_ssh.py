@@ -1,6 +1,7 @@
 """One click, end to end: web app -> Redis -> Celery worker -> sshd -> agent -> stored checks."""
 
 import sys
+import time
 
 import pytest
 from django.urls import reverse
@@ -24,7 +25,10 @@ def test_add_accept_validate_shows_layered_failure_without_gpu(operator_client, 
     listing = operator_client.get(reverse("fleet:node_list"))
     assert b"gpu-a1" in listing.content
 
-    operator_client.post(reverse("fleet:host_key_fetch", args=[node.id]))
+    operator_client.post(reverse("fleet:host_key_fetch", args=[node.id]))  # a worker connects, not the page
+    deadline = time.monotonic() + 60
+    while not HostKey.objects.filter(node=node).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
     host_key = HostKey.objects.get(node=node)
     assert host_key.fingerprint_sha256 == sshd.fingerprint() and not host_key.accepted
     page = operator_client.get(node.get_absolute_url())

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -59,9 +60,12 @@ def test_the_wizard_decision_exports_as_json_and_prints_as_html(operator_client,
     run = stored_run(node, real_report(), trigger="wizard")
     page = operator_client.get(reverse("fleet:node_onboard", args=[node.id])).content.decode()
     assert 'id="decision-form"' in page
-    response = operator_client.post(reverse("fleet:onboard_decide", args=[node.id]),
-                                    {"run": str(run.id), "decision": "accepted", "note": "rack 4, slot 2"})
-    record = AcceptanceRecord.objects.get()
+    token = re.search(r'name="token" value="([0-9a-f-]{36})"', page).group(1)  # this form's own id
+    form = {"run": str(run.id), "decision": "accepted", "note": "rack 4, slot 2", "token": token}
+    response = operator_client.post(reverse("fleet:onboard_decide", args=[node.id]), form)
+    again = operator_client.post(reverse("fleet:onboard_decide", args=[node.id]), form)  # a double click
+    record = AcceptanceRecord.objects.get()  # one decision, one record
+    assert again.url == record.get_absolute_url()
     assert response.url == record.get_absolute_url()
     html = operator_client.get(record.get_absolute_url()).content.decode()
     assert "Accepted into the fleet" in html and record.digest in html and "rack 4, slot 2" in html

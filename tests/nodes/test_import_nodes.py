@@ -99,7 +99,7 @@ def test_errors_name_their_lines_and_nothing_is_half_imported(tmp_path):
     message = str(error.value)
     assert "nothing imported" in message
     for expected in ("line 3 (gpu 0002): a node name is letters", "line 4 (gpu-0003): port 70000 is not 1-65535",
-                     "line 5 (gpu-0004): 'not an address!' is not a host name", "line 6 (gpu-0005): no user",
+                     "line 5 (gpu-0004): 'not an address!' is neither a host name", "line 6 (gpu-0005): no user",
                      "line 7 (gpu-0001): named on line 2 already"):
         assert expected in message
     assert not Node.objects.exists()

@@ -13,7 +13,6 @@ from cudaweb.fleet.forms import NodeForm, ValidateForm
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote import connect
-from cudaweb.remote.transports.base import TransportError
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
@@ -62,9 +61,12 @@ def node_detail(request, node_id):
 def host_key_fetch(request, node_id):
     node = get_object_or_404(Node, id=node_id, transport=Node.Transport.SSH)
     try:
-        connect.host_key_fetch(node=node)
-    except TransportError as exc:
-        messages.error(request, "Could not read the host key: %s" % exc)
+        connect.host_key_request(node=node, user=request.user)
+    except connect.QueueDown as exc:
+        messages.error(request, "%s. Nothing was asked; try again once Redis is back." % exc)
+        return _back(request, node)
+    messages.info(request, "A worker is reading the host key of %s:%d; this page shows it when it arrives." % (
+        node.address, node.port))
     return _back(request, node)
 
 

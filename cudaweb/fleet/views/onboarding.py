@@ -60,7 +60,8 @@ def onboard_decide(request, node_id):
         return redirect("fleet:node_onboard", node_id=node.id)
     try:
         record = services.acceptance_decide(node=node, run=run, decision=form.cleaned_data["decision"],
-                                            user=request.user, note=form.cleaned_data["note"])
+                                            user=request.user, note=form.cleaned_data["note"],
+                                            token=form.cleaned_data["token"])
     except ValueError as exc:
         messages.error(request, str(exc))
         return redirect("fleet:node_onboard", node_id=node.id)
