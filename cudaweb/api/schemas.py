@@ -5,6 +5,7 @@ from typing import Annotated, Any, Dict, List, Literal, Optional
 from uuid import UUID
 
 from ninja import Field, Schema
+from pydantic import BeforeValidator, ConfigDict, model_validator
 
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.network.models import NetworkTest, PairResult
@@ -17,6 +18,16 @@ RunMode = Literal[tuple(ValidationRun.Mode.values)]
 Action = Literal[tuple(sorted(ACTIONS))]
 # What the database compares with: PostgreSQL refuses a NUL character in a query, so the API refuses it first.
 Text = Annotated[str, Field(pattern=r"^[^\x00]*$", max_length=200)]
+
+
+def _iso_day(value):
+    """A day as YYYY-MM-DD only (pydantic would also read a number as a Unix time)."""
+    if isinstance(value, str) and len(value) == 10 and value[4] == value[7] == "-":
+        return value
+    raise ValueError("a day as YYYY-MM-DD")
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
 
 
 class Error(Schema):
@@ -131,8 +142,8 @@ class AuditFilters(Schema):
     actor: Text = Field("", description="username (as it was)")
     action: Optional[Action] = None
     object_type: Text = Field("", description="app_label.model, e.g. nodes.node")
-    since: Optional[date] = Field(None, description="from this day (UTC), included")
-    until: Optional[date] = Field(None, description="to this day (UTC), included")
+    since: Optional[Day] = Field(None, description="from this day (UTC), included")
+    until: Optional[Day] = Field(None, description="to this day (UTC), included")
     limit: int = Field(100, ge=1, le=1000)
     offset: int = Field(0, ge=0, le=10**9)
 
@@ -146,8 +157,18 @@ class NodeFilters(Schema):
 
 
 class NetworkTestIn(Schema):
-    nodes: List[Text] = Field([], max_length=5000, description="node names")
-    label: Text = Field("", description="or: every node with this label")
+    """Nodes by name, or a label, or both (their union)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["nodes"]}, {"required": ["label"]}]})
+    nodes: List[Text] = Field(default_factory=list, min_length=2, max_length=5000, description="node names",
+                              examples=[["gpu-0042", "gpu-0043"]])
+    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"])
+
+    @model_validator(mode="after")
+    def _nodes_or_label(self):
+        if not self.nodes and not self.label:
+            raise ValueError("name two nodes or more, or a label")
+        return self
 
 
 class NetworkTestAccepted(Schema):

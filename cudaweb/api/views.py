@@ -9,7 +9,7 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
-from ninja import NinjaAPI, Query, Status
+from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -109,12 +109,13 @@ def _broker_down(exc):
 
 @api.get("/nodes/", response={200: NodeList, **WITH_INPUT}, url_name="nodes", summary="List nodes")
 def nodes(request, filters: Query[NodeFilters]):
+    _known_query_only(request, NodeFilters)
     return selectors.node_list(**filters.dict())
 
 
 @api.get("/nodes/{name}/", response={200: NodeDetail, 404: Error, **WITH_INPUT}, url_name="node",
          summary="A node, with its newest runs")
-def node(request, name: str):
+def node(request, name: str = Path(..., examples=["gpu-0042"])):
     found = selectors.node_detail(name=_name(name))
     if found is None:
         raise Http404("no node %r" % name)
@@ -125,7 +126,7 @@ def node(request, name: str):
           url_name="node_validate", summary="Validate a node (operator)",
           description="Queues a run, or answers with the node's live run. 409: the node's host key is not accepted. "
                       "503: the task queue (Redis) does not answer; nothing is kept.")
-def node_validate(request, name: str, body: ValidateIn):
+def node_validate(request, body: ValidateIn, name: str = Path(..., examples=["gpu-0042"])):
     target = Node.objects.select_related("host_key").filter(name=_name(name)).first()
     if target is None:
         raise Http404("no node %r" % name)
@@ -161,24 +162,24 @@ def triage(request, body: TriageIn):
 @api.get("/audit/", response={200: AuditList, **WITH_INPUT}, url_name="audit", summary="The audit log (admin)",
          description="Newest first; the audit page's filters.")
 def audit(request, filters: Query[AuditFilters]):
+    _known_query_only(request, AuditFilters)
     return selectors.audit_page(**filters.dict())
 
 
-@api.post("/network-tests/", response={202: NetworkTestAccepted, 409: Error, 503: Error, **WITH_INPUT},
+@api.post("/network-tests/", response={202: NetworkTestAccepted, 404: Error, 409: Error, 503: Error, **WITH_INPUT},
           url_name="network_tests", summary="Test the network between nodes (operator)",
-          description="Nodes by name and/or a label; two nodes or more. 409: fewer than two of them can be reached "
-                      "(host key accepted). 503: the task queue does not answer; nothing is kept.")
+          description="Nodes by name and/or a label. 404: a named node does not exist. 409: fewer than two nodes, or "
+                      "fewer than two that can be reached (host key accepted). 503: the task queue does not answer; "
+                      "nothing is kept.")
 def network_tests(request, body: NetworkTestIn):
-    if not body.nodes and not body.label:
-        raise HttpError(400, "name two nodes or more, or a label")
     chosen = {n.name: n for n in Node.objects.select_related("host_key").filter(name__in=set(body.nodes))}
     unknown = sorted(set(body.nodes) - set(chosen))
     if unknown:
-        raise HttpError(400, "no node(s) named %s" % ", ".join(repr(name) for name in unknown[:20]))
+        raise Http404("no node(s) named %s" % ", ".join(repr(name) for name in unknown[:20]))
     if body.label:
         chosen.update({n.name: n for n in nodes_with_label(body.label).select_related("host_key")})
     if len(chosen) < 2:
-        raise HttpError(400, "a network test needs two nodes or more (%d chosen)" % len(chosen))
+        raise HttpError(409, "a network test needs two nodes or more; the fleet has %d of those named" % len(chosen))
     usable = [chosen[name] for name in sorted(chosen) if chosen[name].can_validate]
     if len(usable) < 2:
         raise HttpError(409, "a network test needs two nodes or more that can be reached (host key accepted)")
@@ -197,6 +198,14 @@ def network_test(request, test_id: str):
     if test is None:
         raise Http404("no network test %s" % test_id)
     return selectors.network_test_detail(test)
+
+
+def _known_query_only(request, schema):
+    """A misspelt filter is an error, not a silent "everything"."""
+    unknown = sorted(set(request.GET) - set(schema.model_fields))
+    if unknown:
+        raise HttpError(400, "unknown query parameter(s): %s (known: %s)" % (
+            ", ".join(name[:50] for name in unknown[:10]), ", ".join(schema.model_fields)))
 
 
 def _name(text):

@@ -137,6 +137,8 @@ def test_audit_filters_like_the_page_and_is_for_admins(client, token_for, fleet)
     today = timezone.now().date()
     assert _json(client.get("/api/v1/audit/?since=%s&until=%s" % (today, today), **bearer(admin)))["count"] >= 2
     assert client.get("/api/v1/audit/?since=yesterday", **bearer(admin)).status_code == 400
+    assert client.get("/api/v1/audit/?until=0", **bearer(admin)).status_code == 400  # not a Unix time
+    assert client.get("/api/v1/audit/?acter=bob", **bearer(admin)).status_code == 400  # a misspelt filter
     assert client.get("/api/v1/audit/?action=no.such", **bearer(admin)).status_code == 400
     assert client.get("/api/v1/audit/", **bearer(token_for("operator"))).status_code == 403
 
@@ -149,9 +151,10 @@ def test_network_tests_by_name_or_label(client, token_for, fleet, monkeypatch):
 
     def start(body):
         return client.post("/api/v1/network-tests/", body, content_type="application/json", **bearer(operator))
-    assert start({"nodes": ["gpu-a", "nope"]}).status_code == 400
-    assert start({}).status_code == 400
-    assert start({"nodes": ["gpu-a"]}).status_code == 400
+    assert start({"nodes": ["gpu-a", "nope"]}).status_code == 404
+    assert start({}).status_code == 400 and start({"nodes": [], "label": ""}).status_code == 400
+    assert start({"nodes": ["gpu-a"]}).status_code == 400  # the schema: two names or more
+    assert start({"label": "rack-2"}).status_code == 409  # one node has it
     assert start({"nodes": ["gpu-a", "gpu-b"]}).status_code == 409  # gpu-b's host key is not accepted
     response = start({"label": "rack-1"})
     body = _json(response)
