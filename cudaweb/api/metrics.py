@@ -41,7 +41,7 @@ def _drift_flags(drift):
     """(kind, metric) of every drift the last run shows: a metric against the baseline, a metric below its peers,
     a software change."""
     drift = drift or {}
-    flags = {("baseline", row.get("name", "")) for row in drift.get("metrics") or [] if row.get("drift")}
+    flags = {("baseline", row.get("metric", "")) for row in drift.get("metrics") or [] if row.get("drift")}
     flags |= {("peers", row.get("metric", "")) for row in drift.get("peers") or [] if row.get("below")}
     flags |= {("software", row.get("key", "")) if isinstance(row, dict) else ("software", str(row))
               for row in drift.get("software") or []}
