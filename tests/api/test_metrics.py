@@ -60,15 +60,20 @@ def test_per_node_series_runs_by_state_and_no_queue_depth_with_redis_down(client
 
 
 def test_the_queue_depth_is_the_celery_list_length(client, token_for, redis_server):
+    from cudaweb.celery import app
+
+    # A queue no test worker consumes from (a worker the session started may be listening on the real one).
+    default_queue, app.conf.task_default_queue = app.conf.task_default_queue, "cudaweb-test-depth"
     client_ = queue.broker_client()
     try:
-        client_.delete("celery")
-        client_.rpush("celery", "a", "b", "c")
+        client_.delete("cudaweb-test-depth")
+        client_.rpush("cudaweb-test-depth", "a", "b", "c")
         samples = _samples(client.get("/metrics", **bearer(token_for("viewer"))))
         assert _value(samples, "cudaweb_queue_depth") == 3 and _value(samples, "cudaweb_broker_up") == 1
     finally:
-        client_.delete("celery")
+        client_.delete("cudaweb-test-depth")
         client_.close()
+        app.conf.task_default_queue = default_queue
 
 
 def test_a_scrape_costs_the_same_queries_for_3_or_30_nodes(client, token_for, broker_down):
