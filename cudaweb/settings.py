@@ -73,9 +73,11 @@ INSTALLED_APPS = [
     "cudaweb.network",
     "cudaweb.hooks",
     "cudaweb.fleet",
+    "cudaweb.api",
 ]
 
 MIDDLEWARE = [
+    "cudaweb.api.errors.JsonErrorsMiddleware",  # under /api/, every error as JSON (outermost: it sees them all)
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # vendored static files, served by the app: no CDN
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -235,6 +237,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("CUDAWEB_LOG_LEVEL", "INFO")},
     "loggers": {"paramiko": {"level": "WARNING"}},
 }
+
+# A bearer token Prometheus may scrape /metrics with, for a scraper that is no user (an API token works too).
+CUDAWEB_METRICS_TOKEN = env("CUDAWEB_METRICS_TOKEN", "")
+if CUDAWEB_METRICS_TOKEN and len(CUDAWEB_METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("CUDAWEB_METRICS_TOKEN must be 32 characters or more (e.g. python -c 'import secrets; "
+                               "print(secrets.token_urlsafe(32))')")
 
 # Largest log the triage page and `triage_log` read (bytes); the rest is cut off.
 CUDAWEB_TRIAGE_CAP = int(os.environ.get("CUDAWEB_TRIAGE_CAP", 1024 * 1024))

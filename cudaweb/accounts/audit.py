@@ -38,8 +38,9 @@ ACTIONS = {
     "threshold.created": "drift threshold set",
     "threshold.changed": "drift threshold changed",
     "threshold.deleted": "drift threshold removed",
-    # The hook for the token API (issue #13): `manage.py api_token` calls record("token.issued", actor=..., obj=token).
+    # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
+    "token.revoked": "API token revoked",
 }
 
 _request = contextvars.ContextVar("cudaweb_audit_request", default=None)

@@ -15,6 +15,7 @@ from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation import queue
 from cudaweb.validation.reports import ReportError, parse_report
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,8 @@ FAILURES = (
 
 
 def network_test_request(*, nodes, requested_by=None, plan=None):
-    """A network test of `nodes` (two or more), queued once the transaction commits."""
+    """A network test of `nodes` (two or more), queued once the transaction commits. Raises
+    queue.BrokerUnavailable, keeping nothing, when the task queue does not answer."""
     from cudaweb.network.tasks import run_network_test
 
     nodes = list(nodes)
@@ -43,8 +45,17 @@ def network_test_request(*, nodes, requested_by=None, plan=None):
     test.nodes.set(nodes)
     audit.record("network_test.requested", actor=requested_by, obj=test, plan=test.plan,
                  nodes=[node.name for node in nodes[:50]])
-    transaction.on_commit(lambda: run_network_test.delay(str(test.id)))
+    transaction.on_commit(lambda: _enqueue_or_forget(test, run_network_test))
     return test
+
+
+def _enqueue_or_forget(test, task):
+    """Queue the test's task; with the task queue down, raise queue.BrokerUnavailable and keep no test."""
+    try:
+        task.apply_async(args=[str(test.id)], retry=True, retry_policy=queue.PUBLISH_RETRY)
+    except queue.BROKER_ERRORS as exc:
+        NetworkTest.objects.filter(id=test.id, status=NetworkTest.Status.PENDING).delete()
+        raise queue.BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
 
 
 def _agent(node, role, master, results, key):

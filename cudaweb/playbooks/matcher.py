@@ -52,7 +52,7 @@ class Match:
                "severity": self.playbook.severity, "score": round(self.score, 3), "basis": self.basis,
                "confident": self.confident, "then": self.then, "evidence": self.evidence,
                "signatures": self.signatures, "metrics": self.metrics,
-               "knowledge": [hit.as_dict() for hit in self.knowledge]}
+               "knowledge": [hit.as_dict() for hit in self.knowledge], "similar_to": None}
         if self.similar_to is not None:
             doc = self.similar_to.document
             out["similar_to"] = {"id": doc.id, "source": doc.source, "similarity": self.similar_to.score}

@@ -83,3 +83,36 @@ def broker_holds(run_ids):
         return None
     text = b"\n".join(m if isinstance(m, bytes) else str(m).encode() for m in messages).decode("utf-8", "replace")
     return {run_id for run_id in wanted if run_id in text}
+
+
+# Every worker writes this key every WORKER_HEARTBEAT_EVERY_S (validation.tasks), living WORKER_HEARTBEAT_TTL_S:
+# /healthz asks Redis for one key instead of broadcasting a ping to the workers and waiting for their answers.
+WORKER_HEARTBEAT_KEY = "cudaweb:worker-heartbeat"
+WORKER_HEARTBEAT_EVERY_S = 15
+WORKER_HEARTBEAT_TTL_S = 60
+
+
+def broker_client(*, timeout_s=1.0):
+    """A plain Redis client on the broker with short timeouts, for probes and metrics that must never hang on a
+    Redis that is down (the caller closes it)."""
+    import redis
+    from django.conf import settings
+
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=timeout_s,
+                                socket_connect_timeout=timeout_s)
+
+
+def queue_depth(client):
+    """Tasks waiting in the default Celery queue (a Redis list), not counting those a worker already holds."""
+    from cudaweb.celery import app
+
+    return client.llen(app.conf.task_default_queue)
+
+
+def worker_heartbeat_write(client, worker_name):
+    client.set(WORKER_HEARTBEAT_KEY, worker_name, ex=WORKER_HEARTBEAT_TTL_S)
+
+
+def worker_heartbeat_seen(client):
+    """Whether some worker wrote its heartbeat within WORKER_HEARTBEAT_TTL_S."""
+    return client.exists(WORKER_HEARTBEAT_KEY) == 1

@@ -12,7 +12,7 @@ from celery.signals import task_failure, worker_ready
 from django.conf import settings
 from django.db import connection
 
-from cudaweb.validation import reaper, services
+from cudaweb.validation import queue, reaper, services
 from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,24 @@ def _reap_forever(every_s):
         finally:
             connection.close()
         time.sleep(every_s)
+
+
+def _heartbeat_forever(worker_name, every_s):
+    """The key /healthz looks for: this worker's main process is alive and reaches Redis."""
+    client = queue.broker_client(timeout_s=5)
+    while True:
+        try:
+            queue.worker_heartbeat_write(client, worker_name)
+        except queue.BROKER_ERRORS as exc:  # Redis away for a while: /healthz says so; write again next time
+            log.warning("worker heartbeat not written: %s", exc)
+        time.sleep(every_s)
+
+
+@worker_ready.connect
+def start_heartbeat(sender=None, **kwargs):
+    name = getattr(sender, "hostname", None) or "worker"
+    threading.Thread(target=_heartbeat_forever, args=(name, queue.WORKER_HEARTBEAT_EVERY_S), daemon=True,
+                     name="cudaweb-heartbeat").start()
 
 
 @worker_ready.connect

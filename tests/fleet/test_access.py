@@ -21,17 +21,20 @@ WHO = (None, "no-role") + ROLES  # anonymous, a user in no role group, then each
 ALLOWED_ANSWERS = (200, 302, 400, 404, 405)
 
 
-def _patterns(resolver, namespace=None):
+def _patterns(resolver, namespace=None, exempt=False):
+    """(name, pattern, exempt) of every URL: exempt when access.EXEMPT names it or its namespace."""
     for entry in resolver.url_patterns:
         if isinstance(entry, URLResolver):
             if entry.app_name == "admin":
                 continue  # Django's admin: staff only, its own login
-            yield from _patterns(entry, entry.namespace or namespace)
+            yield from _patterns(entry, entry.namespace or namespace, exempt or entry.namespace in access.EXEMPT)
         elif isinstance(entry, URLPattern) and entry.name not in OPEN_TO_ALL:
-            yield ("%s:%s" % (namespace, entry.name)) if namespace else entry.name, entry.pattern
+            name = ("%s:%s" % (namespace, entry.name)) if namespace else entry.name
+            yield name, entry.pattern, exempt or name in access.EXEMPT
 
 
-URLS = dict(_patterns(get_resolver()))
+ALL_URLS = list(_patterns(get_resolver()))
+URLS = {name: pattern for name, pattern, exempt in ALL_URLS if not exempt}
 
 
 @pytest.fixture
@@ -49,6 +52,13 @@ def path_kwargs(admin_user):
 
 def test_the_walk_sees_every_area():
     assert {name.split(":")[0] for name in URLS} >= {"fleet", "runs", "playbooks", "network", "audit"}
+
+
+def test_every_exemption_names_urls_that_exist_and_is_not_also_ruled():
+    exempt = {name for name, _, is_exempt in ALL_URLS if is_exempt}
+    for key in access.EXEMPT:
+        assert key in exempt or any(name.startswith(key + ":") for name in exempt), key
+    assert not exempt & set(access.RULES)
 
 
 def test_every_rule_names_a_url_and_a_role():

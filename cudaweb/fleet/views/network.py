@@ -10,6 +10,7 @@ from cudaweb.fleet.forms import NetworkTestForm
 from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.network.services import network_test_request
 from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.validation.queue import BrokerUnavailable
 
 HISTORY = 10
 
@@ -32,7 +33,11 @@ def network_start(request):
     if len(usable) < 2:
         messages.error(request, "A network test needs two nodes or more that can be reached (host key accepted).")
         return redirect("network:list")
-    test = network_test_request(nodes=usable, requested_by=request.user)
+    try:
+        test = network_test_request(nodes=usable, requested_by=request.user)
+    except BrokerUnavailable as exc:
+        messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
+        return redirect("network:list")
     return redirect(test)
 
 

@@ -39,7 +39,7 @@ class Command(BaseCommand):
                 how = "then " if match["then"] else \
                     {"partial": "partial ", "similar": "similar "}.get(match["basis"], "")
                 self.stdout.write("  %.2f  %s%-24s %s" % (match["score"], how, match["id"], match["title"]))
-                if "similar_to" in match:
+                if match["similar_to"]:
                     self.stdout.write("        similar to %s" % match["similar_to"]["source"])
                 for hit in match["knowledge"][:3]:
                     self.stdout.write("        %s (%s): %s" % (hit["name"], hit["table"], hit["meaning"][:100]))

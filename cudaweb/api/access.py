@@ -1,0 +1,32 @@
+"""Who may call what in the token API: the role each API URL needs, per method (the API's own rule table, beside
+the pages' cudaweb/fleet/access.py and with the same roles). tests/api/test_access.py walks the API's URL conf and
+fails on an API URL without a rule here.
+
+A token acts with its user's role. A method a rule does not name is answered 405 before any token is looked at:
+the OpenAPI document, which anyone may read, says the same."""
+
+from cudaweb.accounts.roles import ROLES
+
+VIEWER, OPERATOR, ADMIN = ROLES
+PUBLIC = "public"  # no token needed
+
+RULES = {
+    "api:api-root": {"GET": PUBLIC},  # django-ninja's mark of where the API starts: 404 to every method
+    "api:openapi-json": {"GET": PUBLIC},
+    "api:nodes": {"GET": VIEWER},
+    "api:node": {"GET": VIEWER},
+    "api:node_validate": {"POST": OPERATOR},
+    "api:run": {"GET": VIEWER},
+    "api:triage": {"POST": VIEWER},
+    "api:audit": {"GET": ADMIN},
+    "api:network_tests": {"POST": OPERATOR},
+    "api:network_test": {"GET": VIEWER},
+}
+
+
+def role_needed(view_name, method):
+    """The role an API request needs, PUBLIC, or None (no rule: nobody may)."""
+    rule = RULES.get(view_name)
+    if rule is None:
+        return None
+    return rule.get("GET" if method == "HEAD" else method)

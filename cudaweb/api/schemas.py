@@ -1,0 +1,226 @@
+"""The API's request and response shapes; the OpenAPI document is generated from them (django-ninja, pydantic)."""
+
+from datetime import date, datetime
+from typing import Annotated, Any, Dict, List, Literal, Optional
+from uuid import UUID
+
+from ninja import Field, Schema
+from pydantic import BeforeValidator, ConfigDict, model_validator
+
+from cudaweb.accounts.audit import ACTIONS
+from cudaweb.network.models import NetworkTest, PairResult
+from cudaweb.nodes.models import Node
+from cudaweb.validation.models import ValidationRun
+
+NodeStatus = Literal[tuple(Node.Status.values)]
+RunStatus = Literal[tuple(ValidationRun.Status.values)]
+RunMode = Literal[tuple(ValidationRun.Mode.values)]
+Action = Literal[tuple(sorted(ACTIONS))]
+# What the database compares with: PostgreSQL refuses a NUL character in a query, so the API refuses it first.
+Text = Annotated[str, Field(pattern=r"^[^\x00]*$", max_length=200)]
+
+
+def _iso_day(value):
+    """A day as YYYY-MM-DD only (pydantic would also read a number as a Unix time)."""
+    if isinstance(value, str) and len(value) == 10 and value[4] == value[7] == "-":
+        return value
+    raise ValueError("a day as YYYY-MM-DD")
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
+
+
+class Error(Schema):
+    error: str = Field(description="a short code: bad_request, unauthorized, forbidden, not_found, ...")
+    detail: str = Field(description="what went wrong, for a person")
+
+
+class RunBrief(Schema):
+    id: UUID
+    status: RunStatus
+    mode: RunMode
+    verdict: str = Field(description="the agent's verdict (pass, warn, fail), empty when there is no report")
+    created: datetime
+    finished: Optional[datetime]
+
+
+class NodeOut(Schema):
+    name: str
+    status: NodeStatus
+    transport: str
+    address: str
+    labels: List[str]
+    gpu_model: str
+    gpu_count: Optional[int]
+    layer_status: Dict[str, str] = Field(description="worst check status per layer L0-L6 of the last report")
+    metrics: Dict[str, float] = Field(description="latest value of each headline metric (worst GPU)")
+    drifted: bool
+    attention: str
+    can_validate: bool = Field(description="the node's host key is accepted (or it is this host)")
+    last_run: Optional[RunBrief]
+    live_run: Optional[RunBrief] = Field(description="the run in progress, if any")
+
+
+class NodeList(Schema):
+    count: int = Field(description="nodes the filters select, before limit and offset")
+    nodes: List[NodeOut]
+
+
+class NodeDetail(NodeOut):
+    baseline: Optional[UUID] = Field(description="the run new runs are compared with")
+    runs: List[RunBrief] = Field(description="the newest runs, newest first")
+
+
+class ValidateIn(Schema):
+    mode: RunMode = "quick"
+
+
+class RunAccepted(Schema):
+    run: UUID
+    status: RunStatus
+    node: str
+
+
+class RunOut(Schema):
+    id: UUID
+    node: str
+    status: RunStatus
+    mode: RunMode
+    trigger: str
+    verdict: str
+    reason: str = Field(description="why the run ended where it did")
+    created: datetime
+    started: Optional[datetime]
+    finished: Optional[datetime]
+    agent_version: str
+    retry_of: Optional[UUID]
+    metrics: Dict[str, float]
+    drifted: bool
+    drift: Dict[str, Any] = Field(description="against the baseline and the fleet peers")
+    report: Optional[Dict[str, Any]] = Field(description="the agent's report, null until the run has one")
+
+
+class TriageIn(Schema):
+    text: str = Field(description="a log or traceback, up to CUDAWEB_TRIAGE_CAP bytes (UTF-8)")
+
+
+class KnowledgeHitOut(Schema):
+    table: str = Field(description="the knowledge table (cuda_runtime, nccl, xid, ...)")
+    name: str
+    number: Optional[int] = None
+    category: Optional[str] = None
+    meaning: str
+    source: str
+    how: str = Field(description="name, message, number, file or pattern: how the text named it")
+
+
+class SimilarOut(Schema):
+    id: str
+    source: str = Field(description="the labelled real text this one resembles")
+    similarity: float = Field(description="its BM25 score")
+
+
+class MatchOut(Schema):
+    id: str
+    category: str
+    title: str
+    severity: str
+    score: float
+    basis: str = Field(description="rules (0.6 and above), partial (a near-miss rule) or similar (the fallback)")
+    confident: bool = Field(description="a rule answer at 1.0 or above")
+    then: bool = Field(description="a failure that followed the one ranked first (its consequence)")
+    evidence: List[str]
+    signatures: List[str]
+    metrics: List[str]
+    knowledge: List[KnowledgeHitOut]
+    similar_to: Optional[SimilarOut] = None
+
+
+class TriageOut(Schema):
+    playbooks: List[MatchOut] = Field(description="the answer, best first: the cause, then what followed; below "
+                                                  "0.6 only a guess (partial or similar)")
+    candidates: List[MatchOut] = Field(description="below the match score: the closest, never the answer")
+    facts: Dict[str, Any]
+    oom_kinds: List[Dict[str, Any]]
+
+
+class AuditEventOut(Schema):
+    when: datetime
+    actor: str
+    action: str
+    object_type: str
+    object_id: str
+    object_repr: str
+    client_address: str
+    detail: Dict[str, Any]
+
+
+class AuditList(Schema):
+    count: int
+    events: List[AuditEventOut]
+
+
+class AuditFilters(Schema):
+    actor: Text = Field("", description="username (as it was)")
+    action: Optional[Action] = None
+    object_type: Text = Field("", description="app_label.model, e.g. nodes.node")
+    since: Optional[Day] = Field(None, description="from this day (UTC), included")
+    until: Optional[Day] = Field(None, description="to this day (UTC), included")
+    limit: int = Field(100, ge=1, le=1000)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+class NodeFilters(Schema):
+    label: Text = ""
+    status: Optional[NodeStatus] = None
+    gpu_model: Text = ""
+    limit: int = Field(1000, ge=1, le=5000)
+    offset: int = Field(0, ge=0, le=10**9)
+
+
+class NetworkTestIn(Schema):
+    """Nodes by name, or a label, or both (their union)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["nodes"]}, {"required": ["label"]}]})
+    nodes: List[Text] = Field(default_factory=list, min_length=2, max_length=5000, description="node names",
+                              examples=[["gpu-0042", "gpu-0043"]])
+    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"])
+
+    @model_validator(mode="after")
+    def _nodes_or_label(self):
+        if not self.nodes and not self.label:
+            raise ValueError("name two nodes or more, or a label")
+        return self
+
+
+class NetworkTestAccepted(Schema):
+    network_test: UUID
+    status: Literal[tuple(NetworkTest.Status.values)]
+    plan: Literal[tuple(NetworkTest.Plan.values)]
+    nodes: List[str]
+
+
+class PairOut(Schema):
+    round: int
+    node_a: str
+    node_b: str
+    status: Literal[tuple(PairResult.Status.values)]
+    failure: str
+    reason: str
+    gloo_latency_us: Optional[float]
+    gloo_busbw_gbs: Optional[float]
+    nccl_busbw_gbs: Optional[float]
+    transport: str
+    duration_s: Optional[float]
+
+
+class NetworkTestOut(Schema):
+    id: UUID
+    status: Literal[tuple(NetworkTest.Status.values)]
+    plan: Literal[tuple(NetworkTest.Plan.values)]
+    created: datetime
+    finished: Optional[datetime]
+    summary: str
+    suspects: List[str] = Field(description="nodes that fail with every partner")
+    nodes: List[str]
+    pairs: List[PairOut]

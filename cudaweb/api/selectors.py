@@ -1,0 +1,89 @@
+"""Reads for the API, each in a fixed number of queries whatever the size of the fleet."""
+
+from cudaweb.accounts.selectors import audit_event_export, audit_events
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.selectors import with_label
+from cudaweb.validation.models import ValidationRun
+
+RUN_BRIEF_FIELDS = ("id", "node_id", "status", "mode", "verdict", "created", "finished")
+NODE_RUNS = 10
+
+
+def _brief(run):
+    if run is None:
+        return None
+    return {field: getattr(run, field) for field in RUN_BRIEF_FIELDS if field != "node_id"}
+
+
+def _node_out(node, live_run):
+    return {"name": node.name, "status": node.status, "transport": node.transport, "address": node.address,
+            "labels": [str(label) for label in node.labels or []], "gpu_model": node.gpu_model,
+            "gpu_count": node.gpu_count, "layer_status": node.layer_status or {},
+            "metrics": {k: v for k, v in (node.metrics or {}).items() if isinstance(v, (int, float))},
+            "drifted": node.drifted, "attention": node.attention, "can_validate": node.can_validate,
+            "last_run": _brief(node.last_run), "live_run": _brief(live_run)}
+
+
+def _nodes():
+    # The last run without its report and the like: listing a fleet must not read every large report.
+    return Node.objects.select_related("last_run", "host_key").defer(
+        *("last_run__%s" % field for field in ("report", "raw_output", "progress", "drift", "changes", "inventory")))
+
+
+def _live_runs(node_ids):
+    return {run.node_id: run for run in ValidationRun.objects.filter(node_id__in=node_ids, status__in=ValidationRun.LIVE)
+            .only(*RUN_BRIEF_FIELDS)}
+
+
+def node_list(*, label="", status=None, gpu_model="", limit=1000, offset=0):
+    """Nodes by name, filtered, with their last and live runs: three queries."""
+    nodes = _nodes()
+    if label:
+        nodes = with_label(nodes, label)
+    if status:
+        nodes = nodes.filter(status=status)
+    if gpu_model:
+        nodes = nodes.filter(gpu_model=gpu_model)
+    count = nodes.count()
+    page = list(nodes.order_by("name")[offset:offset + limit])
+    live = _live_runs([node.id for node in page])
+    return {"count": count, "nodes": [_node_out(node, live.get(node.id)) for node in page]}
+
+
+def node_detail(*, name):
+    """One node with its newest runs, or None."""
+    node = _nodes().filter(name=name).first()
+    if node is None:
+        return None
+    runs = list(ValidationRun.objects.filter(node=node).only(*RUN_BRIEF_FIELDS)[:NODE_RUNS])
+    live = next((run for run in runs if run.is_live), None)
+    return dict(_node_out(node, live), baseline=node.baseline_id, runs=[_brief(run) for run in runs])
+
+
+def run_detail(*, run_id):
+    run = ValidationRun.objects.select_related("node").filter(id=run_id).defer("raw_output", "progress").first()
+    if run is None:
+        return None
+    return {"id": run.id, "node": run.node.name, "status": run.status, "mode": run.mode, "trigger": run.trigger,
+            "verdict": run.verdict, "reason": run.reason, "created": run.created, "started": run.started,
+            "finished": run.finished, "agent_version": run.agent_version, "retry_of": run.retry_of_id,
+            "metrics": {k: v for k, v in (run.metrics or {}).items() if isinstance(v, (int, float))},
+            "drifted": run.drifted, "drift": run.drift or {}, "report": run.report}
+
+
+def audit_page(*, limit, offset, **filters):
+    events = audit_events(**{key: value for key, value in filters.items() if value})
+    return {"count": events.count(), "events": [audit_event_export(e) for e in events[offset:offset + limit]]}
+
+
+def network_test_detail(test):
+    pairs = test.pairs.select_related("node_a", "node_b").only(
+        "round", "status", "failure", "reason", "gloo_latency_us", "gloo_busbw_gbs", "nccl_busbw_gbs", "transport",
+        "duration_s", "test_id", "node_a__name", "node_b__name")
+    return {"id": test.id, "status": test.status, "plan": test.plan, "created": test.created,
+            "finished": test.finished, "summary": test.summary, "suspects": test.suspects or [],
+            "nodes": list(test.nodes.order_by("name").values_list("name", flat=True)),
+            "pairs": [{"round": p.round, "node_a": p.node_a.name, "node_b": p.node_b.name, "status": p.status,
+                       "failure": p.failure, "reason": p.reason, "gloo_latency_us": p.gloo_latency_us,
+                       "gloo_busbw_gbs": p.gloo_busbw_gbs, "nccl_busbw_gbs": p.nccl_busbw_gbs,
+                       "transport": p.transport, "duration_s": p.duration_s} for p in pairs]}

@@ -1,0 +1,223 @@
+"""The token API, /api/v1/: nodes, validation, runs, triage, the audit log and network tests. Each operation's role
+is in cudaweb/api/access.py; the OpenAPI document (/api/v1/openapi.json) is generated from the type hints here and
+in schemas.py."""
+
+import json
+import logging
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from ninja import NinjaAPI, Path, Query, Status
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
+from ninja.parser import Parser
+from ninja.security import HttpBearer
+
+from cudaweb.accounts.roles import has_role
+from cudaweb.api import access, selectors
+from cudaweb.api.errors import error_response, json_detail
+from cudaweb.api.schemas import (AuditFilters, AuditList, Error, NetworkTestAccepted, NetworkTestIn, NetworkTestOut,
+                                 NodeDetail, NodeFilters, NodeList, RunAccepted, RunOut, TriageIn, TriageOut,
+                                 ValidateIn)
+from cudaweb.api.services import token_user
+from cudaweb.network.models import NetworkTest
+from cudaweb.network.services import network_test_request
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.playbooks.matcher import triage as triage_text
+from cudaweb.validation.queue import BrokerUnavailable
+from cudaweb.validation.services import run_request
+
+log = logging.getLogger(__name__)
+READ = {401: Error, 403: Error}
+WITH_INPUT = {400: Error, 401: Error, 403: Error}
+
+
+class BearerToken(HttpBearer):
+    """A token from `manage.py api_token`; the request then acts as the token's user, with that user's role, which
+    must be the one access.RULES names for this URL and method."""
+
+    def authenticate(self, request, token):
+        user = token_user(token)
+        if user is None:
+            return None
+        name = request.resolver_match.view_name if request.resolver_match else None
+        role = access.role_needed(name, request.method)
+        if role is None:
+            log.error("no API rule for %s %s (cudaweb/api/access.py): refused", request.method, name)
+            raise AuthorizationError(message="no access rule for this URL")
+        if role != access.PUBLIC and not has_role(user, role):
+            raise AuthorizationError(message="this needs the %s role" % role)
+        request.user = user  # the audit log's actor for what this request does
+        return user
+
+
+class ObjectBodies(Parser):
+    """A body is a JSON object: ninja's schemas would read a list or a number as an object with no fields."""
+
+    def parse_body(self, request):
+        data = json.loads(request.body)
+        if not isinstance(data, dict):
+            raise ValueError("the body must be a JSON object")
+        return data
+
+
+class Api(NinjaAPI):
+    def get_openapi_operation_id(self, operation):
+        return operation.view_func.__name__  # nodes, node_validate, ...: the names access.RULES uses
+
+
+api = Api(title="cudaweb", version="1", description="The cudaweb dashboard's token API. Send "
+               "`Authorization: Bearer <token>` (`manage.py api_token USER`); a token acts with its user's role.",
+               urls_namespace="api", openapi_url="/openapi.json", docs_url=None, auth=BearerToken(), parser=ObjectBodies())
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc):
+    return error_response(400, json_detail(exc.errors))
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    if request.headers.get("Authorization"):
+        return error_response(401, "the token is unknown or revoked, or its user is inactive",
+                              headers={"WWW-Authenticate": 'Bearer realm="cudaweb", error="invalid_token"'})
+    return error_response(401, "send Authorization: Bearer <token> (manage.py api_token USER)",
+                          headers={"WWW-Authenticate": 'Bearer realm="cudaweb"'})
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc):
+    return error_response(exc.status_code, exc.message)
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return error_response(404, str(exc) or "not found")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc):
+    return error_response(413, "the request body is too large")
+
+
+def _broker_down(exc):
+    return error_response(503, "%s; nothing was queued, try again once Redis is back" % exc,
+                          headers={"Retry-After": "30"})
+
+
+@api.get("/nodes/", response={200: NodeList, **WITH_INPUT}, url_name="nodes", summary="List nodes")
+def nodes(request, filters: Query[NodeFilters]):
+    _known_query_only(request, NodeFilters)
+    return selectors.node_list(**filters.dict())
+
+
+@api.get("/nodes/{name}/", response={200: NodeDetail, 404: Error, **WITH_INPUT}, url_name="node",
+         summary="A node, with its newest runs")
+def node(request, name: str = Path(..., examples=["gpu-0042"])):
+    found = selectors.node_detail(name=_name(name))
+    if found is None:
+        raise Http404("no node %r" % name)
+    return found
+
+
+@api.post("/nodes/{name}/validate/", response={202: RunAccepted, 404: Error, 409: Error, 503: Error, **WITH_INPUT},
+          url_name="node_validate", summary="Validate a node (operator)",
+          description="Queues a run, or answers with the node's live run. 409: the node's host key is not accepted. "
+                      "503: the task queue (Redis) does not answer; nothing is kept.")
+def node_validate(request, body: ValidateIn, name: str = Path(..., examples=["gpu-0042"])):
+    target = Node.objects.select_related("host_key").filter(name=_name(name)).first()
+    if target is None:
+        raise Http404("no node %r" % name)
+    if not target.can_validate:
+        raise HttpError(409, "accept the node's host key before validating it")
+    try:
+        run = run_request(node=target, mode=body.mode, requested_by=request.auth)
+    except BrokerUnavailable as exc:
+        return _broker_down(exc)
+    return Status(202, {"run": run.id, "status": run.status, "node": target.name})
+
+
+@api.get("/runs/{run_id}/", response={200: RunOut, 404: Error, **WITH_INPUT}, url_name="run",
+         summary="A run: its state, reason and report")
+def run(request, run_id: str):
+    found = selectors.run_detail(run_id=_uuid(run_id))
+    if found is None:
+        raise Http404("no run %s" % run_id)
+    return found
+
+
+@api.post("/triage/", response={200: TriageOut, 413: Error, **WITH_INPUT}, url_name="triage",
+          summary="Rank the playbooks for a log",
+          description="The same ranked JSON as `manage.py triage_log --json` gives per input. 413: the text is over "
+                      "CUDAWEB_TRIAGE_CAP bytes.")
+def triage(request, body: TriageIn):
+    size = len(body.text.encode("utf-8", "surrogatepass"))
+    if size > settings.CUDAWEB_TRIAGE_CAP:
+        raise HttpError(413, "the text is %d bytes; the limit is %d bytes" % (size, settings.CUDAWEB_TRIAGE_CAP))
+    return triage_text(body.text).as_dict()
+
+
+@api.get("/audit/", response={200: AuditList, **WITH_INPUT}, url_name="audit", summary="The audit log (admin)",
+         description="Newest first; the audit page's filters.")
+def audit(request, filters: Query[AuditFilters]):
+    _known_query_only(request, AuditFilters)
+    return selectors.audit_page(**filters.dict())
+
+
+@api.post("/network-tests/", response={202: NetworkTestAccepted, 404: Error, 409: Error, 503: Error, **WITH_INPUT},
+          url_name="network_tests", summary="Test the network between nodes (operator)",
+          description="Nodes by name and/or a label. 404: a named node does not exist. 409: fewer than two nodes, or "
+                      "fewer than two that can be reached (host key accepted). 503: the task queue does not answer; "
+                      "nothing is kept.")
+def network_tests(request, body: NetworkTestIn):
+    chosen = {n.name: n for n in Node.objects.select_related("host_key").filter(name__in=set(body.nodes))}
+    unknown = sorted(set(body.nodes) - set(chosen))
+    if unknown:
+        raise Http404("no node(s) named %s" % ", ".join(repr(name) for name in unknown[:20]))
+    if body.label:
+        chosen.update({n.name: n for n in nodes_with_label(body.label).select_related("host_key")})
+    if len(chosen) < 2:
+        raise HttpError(409, "a network test needs two nodes or more; the fleet has %d of those named" % len(chosen))
+    usable = [chosen[name] for name in sorted(chosen) if chosen[name].can_validate]
+    if len(usable) < 2:
+        raise HttpError(409, "a network test needs two nodes or more that can be reached (host key accepted)")
+    try:
+        test = network_test_request(nodes=usable, requested_by=request.auth)
+    except BrokerUnavailable as exc:
+        return _broker_down(exc)
+    return Status(202, {"network_test": test.id, "status": test.status, "plan": test.plan,
+                 "nodes": [node.name for node in usable]})
+
+
+@api.get("/network-tests/{test_id}/", response={200: NetworkTestOut, 404: Error, **WITH_INPUT},
+         url_name="network_test", summary="A network test: its pairs and suspects")
+def network_test(request, test_id: str):
+    test = NetworkTest.objects.filter(id=_uuid(test_id)).first()
+    if test is None:
+        raise Http404("no network test %s" % test_id)
+    return selectors.network_test_detail(test)
+
+
+def _known_query_only(request, schema):
+    """A misspelt filter is an error, not a silent "everything"."""
+    unknown = sorted(set(request.GET) - set(schema.model_fields))
+    if unknown:
+        raise HttpError(400, "unknown query parameter(s): %s (known: %s)" % (
+            ", ".join(name[:50] for name in unknown[:10]), ", ".join(schema.model_fields)))
+
+
+def _name(text):
+    """A node name from a path, or 404 (PostgreSQL refuses a NUL character in a query; no name holds one)."""
+    if "\x00" in text:
+        raise Http404("no node %r" % text[:100])
+    return text
+
+
+def _uuid(text):
+    """A UUID from a path, or 404: a malformed id names nothing (it is not a bad request)."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise Http404("no such id %r" % text[:100])
