@@ -45,6 +45,9 @@ class Entry:
 
 
 CONTEXTS_FILE = "number_contexts.yaml"
+WORKFLOWS_FILE = "xid_workflows.yaml"
+WORKFLOW_WEIGHT = 0.5  # an Xid the catalogue resolves by a workflow: the application's or the GPU's, never sure
+_XID_ON_GPU = linear.compile(r"\bXid \(PCI:([0-9A-Fa-f:.]{4,24})\): (\d{1,3})\b", case_sensitive=True)
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,16 @@ def _boundary(literal):
 
 
 class Knowledge:
-    def __init__(self, tables):
+    def __init__(self, tables, workflows=None):
         self.tables = tables
+        workflows = workflows or {}
+        self.workflow_xids = frozenset(int(x) for x in workflows.get("workflow_xids") or ())
+        self.repeats = int(workflows.get("repeats_on_one_gpu") or 2)
+        self.repeat_entry = Entry("xid", "Xid repeated on one GPU", None, (), "gpu_hardware",
+                                  "the same Xid %s several times on one GPU: NVIDIA's catalogue says possibly the "
+                                  "hardware; run DCGM diagnostics (dcgmi diag -r 3) on it" % "/".join(
+                                      str(x) for x in sorted(self.workflow_xids)),
+                                  (workflows.get("sources") or [""])[0])
         self.by_name, self.by_message, self.by_number = {}, {}, {}
         for table in tables:
             for entry in table.entries:
@@ -172,7 +183,18 @@ class Knowledge:
                 number = next((g for g in match.groups() if g), None)
                 numbered = self.by_number.get((table.name, int(number))) if number else None
                 if numbered is not None:
-                    add(numbered, match.start(), NUMBER_WEIGHT, "number")
+                    weight = WORKFLOW_WEIGHT if table.name == "xid" and numbered.number in self.workflow_xids \
+                        else NUMBER_WEIGHT
+                    add(numbered, match.start(), weight, "number")
+        if self.workflow_xids:
+            seen = {}
+            for match in itertools.islice(_XID_ON_GPU.finditer(text), MAX_SCAN):
+                key = (match.group(1), int(match.group(2)))
+                if key[1] in self.workflow_xids:
+                    seen.setdefault(key, []).append(match.start())
+            repeated = sorted(offsets[self.repeats - 1] for offsets in seen.values() if len(offsets) >= self.repeats)
+            if repeated:
+                add(self.repeat_entry, repeated[0], NUMBER_WEIGHT, "repeat")
         for table in self.tables:
             if table.files:
                 for match in itertools.islice(self.file_regex.finditer(text), MAX_SCAN):
@@ -207,8 +229,9 @@ def _table(path, contexts):
 def load(directory=KNOWLEDGE_DIR):
     directory = Path(directory)
     contexts = yaml.safe_load((directory / CONTEXTS_FILE).read_text(encoding="utf-8")) or {}
-    tables = sorted(path for path in directory.glob("*.yaml") if path.name != CONTEXTS_FILE)
-    return Knowledge([_table(path, contexts) for path in tables])
+    tables = sorted(path for path in directory.glob("*.yaml") if path.name not in (CONTEXTS_FILE, WORKFLOWS_FILE))
+    workflows = yaml.safe_load((directory / WORKFLOWS_FILE).read_text(encoding="utf-8")) or {}
+    return Knowledge([_table(path, contexts) for path in tables], workflows)
 
 
 def entries():

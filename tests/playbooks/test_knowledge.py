@@ -64,3 +64,18 @@ def test_advice_printed_before_a_failure_does_not_lead():
 def test_a_timeout_printed_before_the_oom_is_still_its_consequence():
     result = triage(CORPUS["nccl_timeout-dv2-03"]["text"] + "\n" + CORPUS["oom-01"]["text"])
     assert [(m.playbook.category, m.then) for m in result.sequence] == [("oom", False), ("nccl_timeout", True)]
+
+
+def test_xid_13_and_31_are_the_applications_unless_they_repeat_on_one_gpu():
+    """NVIDIA's catalogue: Xid 31 once, or on several GPUs, is the application's (never a confident answer);
+    repeated on one GPU it may be the hardware (run DCGM diagnostics)."""
+    line = "NVRM: Xid (PCI:0000:%s:00): 31, pid=%d, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS\n"
+    once = triage(line % ("3d", 1))
+    assert once.playbooks[0].playbook.category == "illegal_access" and not once.playbooks[0].confident
+    spread = triage(line % ("3d", 1) + line % ("db", 2))
+    assert spread.playbooks[0].playbook.category == "illegal_access" and not spread.playbooks[0].confident
+    repeated = triage(line % ("db", 1) + line % ("db", 2) + line % ("db", 3))
+    first = repeated.playbooks[0]
+    assert first.playbook.category == "gpu_hardware" and not first.confident
+    assert any(hit.how == "repeat" and "dcgmi diag" in hit.entry.meaning for hit in first.knowledge)
+    assert "illegal_access" in [m.playbook.category for m in repeated.playbooks[:3]]
