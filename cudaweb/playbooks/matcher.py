@@ -105,14 +105,14 @@ def _score(book, text, signatures, metrics, hits, present):
             score += pattern.weight
             offset, line = _line_of(text, found.start())
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
-    from_knowledge = 0.0
+    by_place = {}  # one place in the text counts once: "unknown error" is in three tables, not three errors
     for hit in hits:
         if hit.entry.category == book.category:
-            from_knowledge += hit.weight
+            by_place[hit.offset] = max(by_place.get(hit.offset, 0.0), hit.weight)
             used.append(hit)
             offset, line = _line_of(text, hit.offset)
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
-    score += min(from_knowledge, KNOWLEDGE_CAP)
+    score += min(sum(by_place.values()), KNOWLEDGE_CAP)
     lines = [evidence[k] for k in sorted(evidence)][:MAX_EVIDENCE_LINES]
     return Match(book, score, lines, found_signatures, met, used, min(evidence) if evidence else None)
 
