@@ -182,6 +182,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
     "prune-old-runs": {"task": "cudaweb.validation.tasks.prune_runs", "schedule": 24 * 3600.0},
+    "sweep-hook-deliveries": {"task": "cudaweb.hooks.tasks.sweep_deliveries", "schedule": 300.0},
 }
 
 # Agent time budgets per mode (seconds); SSH timeouts < agent budget < Celery soft limit < hard limit.

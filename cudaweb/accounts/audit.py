@@ -16,6 +16,7 @@ ACTIONS = {
     "login.succeeded": "logged in",
     "login.failed": "failed to log in",
     "role.changed": "role groups changed",
+    "user.flags_changed": "superuser, staff or active changed",
     "validation.requested": "validation requested",
     "validation.bulk_requested": "validations requested in bulk",
     "network_test.requested": "network test requested",

@@ -10,8 +10,17 @@ class AppendOnly(Exception):
 
 
 class AuditEventQuerySet(models.QuerySet):
+    """No delete, update or bulk_update through the ORM. (Deleting a user sets the actor to null: Django's
+    collector does that with an UPDATE query of its own, not through this queryset.)"""
+
     def delete(self):
         raise AppendOnly("audit events are never deleted")
+
+    def update(self, **kwargs):
+        raise AppendOnly("audit events are never changed")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise AppendOnly("audit events are never changed")
 
 
 class AuditEvent(models.Model):

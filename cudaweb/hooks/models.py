@@ -1,6 +1,7 @@
 """One row per message a hook sends out (a webhook, a Slurm drain, a Kubernetes cordon): its life and its tries."""
 
 from django.db import models
+from django.utils import timezone
 
 
 class HookDelivery(models.Model):
@@ -27,13 +28,17 @@ class HookDelivery(models.Model):
     event = models.CharField(max_length=16, choices=Event.choices)
     node = models.ForeignKey("nodes.Node", null=True, on_delete=models.SET_NULL, related_name="+")
     run = models.ForeignKey("validation.ValidationRun", null=True, on_delete=models.SET_NULL, related_name="+")
-    target = models.CharField(max_length=500, blank=True, help_text="the webhook URL configured when it happened")
+    target = models.CharField(max_length=500, blank=True,
+                              help_text="the webhook's scheme and host when it happened (never its secret path)")
     payload = models.JSONField(help_text="what is sent: the webhook's JSON, the scontrol arguments, the node's name")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
+    touched = models.DateTimeField(default=timezone.now, help_text="the last try, queueing or sweep")
+    secret = models.TextField(blank=True, editable=False,
+                              help_text="the webhook URL as configured when it happened, encrypted (nodes.crypto)")
 
     class Meta:
         ordering = ["-created"]

@@ -2,8 +2,10 @@
 
 import logging
 import random
+from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -11,8 +13,10 @@ from django.utils import timezone
 from cudaweb.hooks import kubernetes, payloads, slurm, webhook
 from cudaweb.hooks.errors import Permanent, Transient
 from cudaweb.hooks.models import HookDelivery
+from cudaweb.nodes import crypto
 from cudaweb.nodes.models import Node
 from cudaweb.remote.connect import transport_for
+from cudaweb.remote.transports.base import AuthFailed, TransportError
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
 
@@ -20,11 +24,12 @@ log = logging.getLogger(__name__)
 Kind, Event, Status = HookDelivery.Kind, HookDelivery.Event, HookDelivery.Status
 
 
-def delivery_create(*, kind, event, payload, node=None, run=None, target=""):
+def delivery_create(*, kind, event, payload, node=None, run=None, url=""):
     """Keep the delivery, and queue its task once the caller's transaction commits (never sent from a web
-    request itself)."""
+    request itself). A webhook's URL is its secret: kept encrypted, shown as scheme and host."""
     delivery = HookDelivery.objects.create(kind=kind, event=event, payload=payload, node=node, run=run,
-                                           target=target)
+                                           target=webhook.shown(url) if url else "",
+                                           secret=crypto.encrypt(url) if url else "")
     transaction.on_commit(lambda: delivery_enqueue(delivery_id=delivery.id), robust=True)
     return delivery
 
@@ -36,13 +41,15 @@ def delivery_enqueue(*, delivery_id, countdown=None):
         deliver.apply_async(args=[delivery_id], countdown=countdown, retry=True, retry_policy=PUBLISH_RETRY)
     except BROKER_ERRORS as exc:
         # The row stays PENDING with the reason; the run or decision it tells of is not undone for a webhook.
-        HookDelivery.objects.filter(id=delivery_id).update(last_error="could not be queued: %s" % exc)
+        HookDelivery.objects.filter(id=delivery_id).update(last_error="could not be queued (the sweep tries again): %s"
+                                                           % exc, touched=timezone.now())
         log.error("hook delivery %s could not be queued: %s", delivery_id, exc)
 
 
 def _webhook(event, node, run, cause):
     if settings.CUDAWEB_WEBHOOK_URL:
-        delivery_create(kind=Kind.WEBHOOK, event=event, node=node, run=run, target=settings.CUDAWEB_WEBHOOK_URL,
+        # the URL is the secret: read from the settings when sent, kept here only as scheme and host
+        delivery_create(kind=Kind.WEBHOOK, event=event, node=node, run=run, url=settings.CUDAWEB_WEBHOOK_URL,
                         payload=payloads.message(event=event, node_name=node.name, run=run, cause=cause))
 
 
@@ -97,14 +104,22 @@ def _slurm_transport():
     controller = Node.objects.select_related("credential").filter(name=settings.CUDAWEB_SLURM_CONTROLLER).first()
     if controller is None:
         raise Permanent("CUDAWEB_SLURM_CONTROLLER names no node: %r" % settings.CUDAWEB_SLURM_CONTROLLER)
-    return transport_for(controller)  # SSH pinned to the controller's accepted host key, as for a validation
+    try:
+        return transport_for(controller)  # SSH pinned to the controller's accepted host key, as for a validation
+    except AuthFailed as exc:  # no credential, or its key cannot be read: a setup error, no retry helps
+        raise Permanent("the Slurm controller %s: %s" % (controller.name, exc)) from None
+    except TransportError as exc:  # an address refused by the settings, a name that does not resolve
+        raise Transient("the Slurm controller %s: %s" % (controller.name, exc)) from None
 
 
 def _kubernetes_client():
     token = settings.CUDAWEB_K8S_TOKEN
     if not token and settings.CUDAWEB_K8S_TOKEN_FILE:
-        with open(settings.CUDAWEB_K8S_TOKEN_FILE) as fh:
-            token = fh.read().strip()
+        try:
+            with open(settings.CUDAWEB_K8S_TOKEN_FILE) as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            raise Transient("cannot read CUDAWEB_K8S_TOKEN_FILE: %s" % (exc.strerror or exc)) from None
     return kubernetes.Client(settings.CUDAWEB_K8S_API, token=token, ca_file=settings.CUDAWEB_K8S_CA_FILE or None)
 
 
@@ -112,7 +127,15 @@ def _send(delivery):
     """One try; returns the final status (DELIVERED or SKIPPED) or raises Transient / Permanent."""
     payload, scontrol = delivery.payload, settings.CUDAWEB_SLURM_SCONTROL
     if delivery.kind == Kind.WEBHOOK:
-        webhook.post_json(delivery.target, payload)
+        url = settings.CUDAWEB_WEBHOOK_URL
+        if delivery.secret:
+            try:
+                url = crypto.decrypt(delivery.secret)
+            except ImproperlyConfigured:  # the credential key was rotated away since: today's URL
+                pass
+        if not url:
+            raise Permanent("no webhook URL (CUDAWEB_WEBHOOK_URL is not set)")
+        webhook.post_json(url, payload)
     elif delivery.kind == Kind.SLURM_DRAIN:
         slurm.scontrol_run(_slurm_transport(), scontrol, payload["argv"], settings.CUDAWEB_SLURM_TIMEOUT_S)
     elif delivery.kind == Kind.SLURM_RESUME:
@@ -139,7 +162,7 @@ def delivery_attempt(*, delivery_id):
     if delivery is None:
         return None
     claimed = HookDelivery.objects.filter(id=delivery.id, status=Status.PENDING, attempts=delivery.attempts).update(
-        attempts=F("attempts") + 1)
+        attempts=F("attempts") + 1, touched=timezone.now())
     if not claimed:
         return None  # a redelivered task: another worker holds this try
     attempt = delivery.attempts + 1
@@ -154,7 +177,23 @@ def delivery_attempt(*, delivery_id):
         return _finish(delivery, Status.FAILED, "gave up after %d tries: %s" % (attempt, exc))
     except Permanent as exc:
         return _finish(delivery, Status.FAILED, str(exc))
+    except Exception as exc:  # a bug of ours, a time limit: the row must not stay PENDING for good
+        log.exception("hook %s %s failed unexpectedly", delivery.kind, delivery.id)
+        return _finish(delivery, Status.FAILED, "the dashboard failed while sending it: %s: %s" % (
+            type(exc).__name__, exc))
     return _finish(delivery, status, "")
+
+
+def deliveries_sweep(*, older_than_s=None):
+    """Queue again the PENDING deliveries that no task holds any more (Redis was down when they were made, or
+    their task was lost): those untouched for longer than the longest backoff. Returns how many."""
+    older_than_s = older_than_s or settings.CUDAWEB_HOOK_BACKOFF_MAX_S * 2
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stale = list(HookDelivery.objects.filter(status=Status.PENDING, touched__lt=cutoff).values_list("id", flat=True))
+    for delivery_id in stale:
+        HookDelivery.objects.filter(id=delivery_id).update(touched=timezone.now())
+        delivery_enqueue(delivery_id=delivery_id)
+    return len(stale)
 
 
 def _finish(delivery, status, error):

@@ -1,5 +1,7 @@
 """Putting a run's task on the Celery queue, and asking the broker whether it still holds one."""
 
+import base64
+import json
 import logging
 
 import kombu.exceptions
@@ -81,8 +83,23 @@ def broker_holds(run_ids):
     except Exception as exc:  # not Redis, or Redis down: unknown
         log.warning("cannot look into the broker: %s", exc)
         return None
-    text = b"\n".join(m if isinstance(m, bytes) else str(m).encode() for m in messages).decode("utf-8", "replace")
+    text = "\n".join(_readable(m) for m in messages)
     return {run_id for run_id in wanted if run_id in text}
+
+
+def _readable(message):
+    """A message as text with its body decoded: a task's id is in its headers, but the run ids a fan-out task
+    carries are in its body, which kombu stores base64-encoded (and Celery's argsrepr is cut at 1,024 bytes)."""
+    raw = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+    try:
+        document = json.loads(raw)
+        if isinstance(document, list):  # "unacked" holds [message, exchange, routing key]
+            document = document[0]
+        if document.get("properties", {}).get("body_encoding") == "base64":
+            return raw + "\n" + base64.b64decode(document["body"]).decode("utf-8", "replace")
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+        pass
+    return raw
 
 
 # Every worker writes this key every WORKER_HEARTBEAT_EVERY_S (validation.tasks), living WORKER_HEARTBEAT_TTL_S:

@@ -57,6 +57,10 @@ def test_events_are_append_only_and_outlive_their_user(django_user_model):
         event.delete()
     with pytest.raises(AppendOnly):
         AuditEvent.objects.all().delete()
+    with pytest.raises(AppendOnly):
+        AuditEvent.objects.filter(id=event.id).update(action="login.failed")
+    with pytest.raises(AppendOnly):
+        AuditEvent.objects.bulk_update([event], ["action"])
     user.delete()
     event = AuditEvent.objects.get()
     assert (event.action, event.actor, event.actor_name) == ("token.issued", None, "gone")
@@ -142,3 +146,14 @@ def test_the_audit_log_is_read_only_in_the_admin(client, django_user_model):
     assert client.get(reverse("admin:accounts_auditevent_add")).status_code == 403
     assert client.post(reverse("admin:accounts_auditevent_delete", args=[event.id]), {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(id=event.id).exists()
+
+
+def test_making_someone_superuser_is_recorded(django_user_model):
+    user = django_user_model.objects.create_user("promoted")
+    user.is_superuser = True
+    user.save()
+    event = AuditEvent.objects.filter(action="user.flags_changed").latest("id")
+    assert event.object_repr == "promoted" and event.detail["is_superuser"] is True
+    user.first_name = "P"
+    user.save()  # no flag changed: nothing recorded
+    assert AuditEvent.objects.filter(action="user.flags_changed").count() == 1

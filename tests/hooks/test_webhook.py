@@ -2,6 +2,7 @@
 local HTTP server, tried again with backoff after a 500."""
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
@@ -151,3 +152,33 @@ def test_a_real_worker_delivers_after_a_500(receiver, node, admin_user, celery_w
         time.sleep(0.1)
         delivery.refresh_from_db()
     assert delivery.status == "delivered" and delivery.attempts == 2
+
+
+@pytest.mark.django_db
+def test_the_webhook_secret_is_neither_stored_nor_shown(receiver, node, eager_celery):
+    stored_run(node, failing_report())
+    delivery = HookDelivery.objects.get()
+    assert delivery.status == "delivered" and "/hooks/slack" not in delivery.target
+    assert delivery.target.startswith("http://127.0.0.1/")
+    assert "/hooks/slack" not in delivery.last_error  # the try that got a 500 names the host only
+
+
+@pytest.mark.django_db
+def test_a_delivery_that_cannot_be_sent_ends_failed_and_a_lost_one_is_queued_again(node, settings):
+    settings.CUDAWEB_SLURM_CONTROLLER = "ctl"
+    Node.objects.create(name="ctl", address="198.18.0.9", username="root")  # no credential
+    delivery = HookDelivery.objects.create(kind="slurm_drain", event="quarantined", node=node,
+                                           payload={"slurm_name": "gpu-0042", "argv": ["update"]})
+    assert services.delivery_attempt(delivery_id=delivery.id) is None
+    delivery.refresh_from_db()
+    assert delivery.status == "failed" and "has no SSH credential" in delivery.last_error  # not PENDING for good
+    lost = HookDelivery.objects.create(kind="webhook", event="drift", node=node, payload={"text": "x"})
+    HookDelivery.objects.filter(id=lost.id).update(touched=lost.touched - timedelta(hours=1))
+    queued = []
+    from cudaweb.hooks import tasks
+    original, tasks.deliver.apply_async = tasks.deliver.apply_async, lambda args, **kw: queued.append(args)
+    try:
+        assert services.deliveries_sweep(older_than_s=60) == 1 and queued == [[lost.id]]
+        assert services.deliveries_sweep(older_than_s=60) == 0  # touched now: not swept twice
+    finally:
+        tasks.deliver.apply_async = original

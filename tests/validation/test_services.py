@@ -141,3 +141,24 @@ def test_a_node_that_is_some_gpus_of_its_host_runs_the_agent_with_them(node, tmp
     assert services.run_execute(run_id=run.id) == ValidationRun.Status.AGENT_ERROR
     env = dict(line.split("=", 1) for line in env_log.read_text().splitlines() if "=" in line)
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["CUDAWEB_NODE_DEVICES"] == "1"
+
+
+def test_the_broker_is_asked_for_every_run_a_fan_out_message_carries(redis_server, settings):
+    """A fan-out task's run ids are in its base64 body (argsrepr stops at 1,024 bytes): all 250 are held."""
+    import redis
+
+    from cudaweb.celery import app
+
+    rack = [Node.objects.create(name="h%03d" % i, transport=Node.Transport.LOCAL) for i in range(250)]
+    runs = ValidationRun.objects.bulk_create([ValidationRun(node=n) for n in rack])
+    queue_name = "fanout-test-%d" % id(rack)
+    client = redis.Redis.from_url(redis_server)
+    original = app.conf.task_default_queue
+    app.conf.task_default_queue = queue_name
+    try:
+        queue.enqueue_fanout(runs)
+        assert client.llen(queue_name) == 1
+        assert queue.broker_holds([r.id for r in runs]) == {str(r.id) for r in runs}
+    finally:
+        app.conf.task_default_queue = original
+        client.delete(queue_name)
