@@ -139,7 +139,7 @@ class TriageForm(forms.Form):
             if upload.size > cap:
                 raise forms.ValidationError("the file is %d bytes; the limit is %d bytes" % (upload.size, cap))
             data["text"] = upload.read(cap).decode("utf-8", "replace")
-        if len(data.get("text") or "") > cap:
+        if len((data.get("text") or "").encode("utf-8", "replace")) > cap:
             raise forms.ValidationError("the text is over the %d-byte limit" % cap)
         if not (data.get("text") or "").strip():
             raise forms.ValidationError("paste some text or choose a file")

@@ -28,14 +28,15 @@ def acceptance_decide(*, node, run, decision, user, note="", token=None):
     if run.node_id != node.id or run.status not in ValidationRun.VERDICT_STATUSES:
         raise ValueError("the decision must rest on a finished run of this node with a verdict")
     if token is not None:
-        earlier = AcceptanceRecord.objects.filter(token=token).first()
-        if earlier is not None:
-            return earlier
         try:
             with transaction.atomic():
                 return _acceptance_record(node=node, run=run, decision=decision, user=user, note=note, token=token)
-        except IntegrityError:  # the same form, submitted at the same moment: the other request recorded it
-            return AcceptanceRecord.objects.get(token=token)
+        except IntegrityError:  # this form was submitted already (a double click, or at the same moment)
+            earlier = AcceptanceRecord.objects.get(token=token)
+            if (earlier.node_id, earlier.run_id, earlier.decision) != (node.id, run.id, decision):
+                raise ValueError("this form already recorded %s for %s; reload the page for a new decision" % (
+                    earlier.get_decision_display().lower(), earlier.node.name)) from None
+            return earlier
     return _acceptance_record(node=node, run=run, decision=decision, user=user, note=note, token=None)
 
 

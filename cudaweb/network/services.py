@@ -43,19 +43,20 @@ def network_test_request(*, nodes, requested_by=None, plan=None):
         raise ValueError("a network test needs two nodes or more")
     test = NetworkTest.objects.create(plan=plan or plans.plan_for(len(nodes)), requested_by=requested_by)
     test.nodes.set(nodes)
-    audit.record("network_test.requested", actor=requested_by, obj=test, plan=test.plan,
-                 nodes=[node.name for node in nodes[:50]])
-    transaction.on_commit(lambda: _enqueue_or_forget(test, run_network_test))
+    names = [node.name for node in nodes[:50]]
+    transaction.on_commit(lambda: _enqueue_or_forget(test, run_network_test, requested_by, names))
     return test
 
 
-def _enqueue_or_forget(test, task):
-    """Queue the test's task; with the task queue down, raise queue.BrokerUnavailable and keep no test."""
+def _enqueue_or_forget(test, task, requested_by, names):
+    """Queue the test's task, then record the request; with the task queue down, raise queue.BrokerUnavailable
+    and keep no test (and no audit row naming it)."""
     try:
         task.apply_async(args=[str(test.id)], retry=True, retry_policy=queue.PUBLISH_RETRY)
     except queue.BROKER_ERRORS as exc:
         NetworkTest.objects.filter(id=test.id, status=NetworkTest.Status.PENDING).delete()
         raise queue.BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
+    audit.record("network_test.requested", actor=requested_by, obj=test, plan=test.plan, nodes=names)
 
 
 def _agent(node, role, master, results, key):

@@ -54,11 +54,20 @@ def host_key_record(*, node, key_type, key_base64, fingerprint):
     return host_key
 
 
-def host_key_accept(*, node, user):
-    host_key = node.host_key
-    host_key.accepted_by = user
-    host_key.accepted_at = timezone.now()
-    host_key.save(update_fields=["accepted_by", "accepted_at"])
+class HostKeyChanged(Exception):
+    """The node's stored host key is no longer the one the operator was shown."""
+
+
+def host_key_accept(*, node, user, fingerprint=None):
+    """Accept the node's host key; with `fingerprint`, only if the stored key is still that one (a worker may
+    have recorded another since the page was shown): one conditional update, no read-then-write race."""
+    now = timezone.now()
+    keys = HostKey.objects.filter(node=node)
+    if fingerprint is not None:
+        keys = keys.filter(fingerprint_sha256=fingerprint)
+    if not keys.update(accepted_by=user, accepted_at=now):
+        raise HostKeyChanged("the host key changed since the page was shown; review it again")
+    host_key = HostKey.objects.get(node=node)
     audit.record("host_key.accepted", actor=user, obj=node, key_type=host_key.key_type,
                  fingerprint=host_key.fingerprint_sha256)
     if node.status == Node.Status.NEW:

@@ -83,10 +83,18 @@ class Triage:
 
 
 def _line_of(data, start):
-    """The line (str) around a byte offset of the UTF-8 text, and where it begins."""
+    """The line (str) around a byte offset of the UTF-8 text, and where it begins; of a long line (a log without
+    newlines), the part around the match, cut between characters."""
     begin = data.rfind(b"\n", 0, start) + 1
     end = data.find(b"\n", start)
-    return begin, linear.text_of(data[begin:end if end != -1 else len(data)][:MAX_LINE * 4])
+    end = len(data) if end == -1 else end
+    if end - begin > MAX_LINE:
+        begin, end = max(begin, start - MAX_LINE // 4), min(end, start + MAX_LINE * 3 // 4)
+        while begin < start and 0x80 <= data[begin] < 0xC0:  # not inside a character
+            begin += 1
+        while start < end < len(data) and 0x80 <= data[end] < 0xC0:
+            end -= 1
+    return begin, linear.text_of(data[begin:end])
 
 
 def _score(book, text, signatures, metrics, hits, present):

@@ -17,8 +17,10 @@ from cudaweb.remote.transports.ssh import SSHTransport
 
 
 def reachable_address(address, port):
-    """The address a connection may be made to: checked (cudaweb.nodes.addresses) and, when only some networks
-    are allowed, every address the name resolves to inside them. Raises AddressRefused."""
+    """The address to connect to: checked (cudaweb.nodes.addresses) and, when only some networks are allowed,
+    the name resolved once, every address it gives inside them, and the first of those returned: the connection
+    goes to the IP that was checked, so a name that resolves differently a moment later (DNS rebinding) cannot
+    lead it elsewhere. Raises AddressRefused."""
     addresses.address_check(address)
     if addresses.allowed_networks():
         try:
@@ -29,6 +31,7 @@ def reachable_address(address, port):
         if outside:
             raise addresses.AddressRefused("%s resolves to %s, outside the networks this dashboard may connect to "
                                            "(CUDAWEB_ALLOWED_NETWORKS)" % (address, ", ".join(outside)))
+        return sorted(resolved)[0]
     return address
 
 
@@ -42,7 +45,7 @@ def transport_for(node, *, purpose="", on_behalf_of=None):
     if node.credential is None:
         raise base.AuthFailed("node %s has no SSH credential" % node.name)
     try:
-        reachable_address(node.address, node.port)
+        address = reachable_address(node.address, node.port)
     except addresses.AddressRefused as exc:
         raise base.Unreachable(str(exc)) from None
     audit.record("credential.used", actor=on_behalf_of, obj=node.credential, node=node.name,
@@ -52,7 +55,7 @@ def transport_for(node, *, purpose="", on_behalf_of=None):
     except KeyFileRefused as exc:
         raise base.AuthFailed(str(exc)) from None
     return SSHTransport(
-        node.address, node.port, node.username, key_text,
+        address, node.port, node.username, key_text,
         (host_key.key_type, host_key.key_base64) if host_key else None,
         settings.CUDAWEB_SSH_CONNECT_TIMEOUT, settings.CUDAWEB_OUTPUT_CAP)
 
@@ -78,11 +81,11 @@ def host_key_fetch(*, node, on_behalf_of=None):
     """First contact: read the host key `node` presents and record it, unaccepted, for an operator to review.
     Runs in a worker (remote.tasks.fetch_host_key), never in a web request."""
     try:
-        reachable_address(node.address, node.port)
+        address = reachable_address(node.address, node.port)
     except addresses.AddressRefused as exc:
         raise base.Unreachable(str(exc)) from None
     try:
-        key_type, key_base64, fingerprint = ssh.fetch_host_key(node.address, node.port,
+        key_type, key_base64, fingerprint = ssh.fetch_host_key(address, node.port,
                                                                 settings.CUDAWEB_SSH_CONNECT_TIMEOUT)
     except base.Unreachable:
         # one message whatever the cause (refused, filtered, not SSH): the dashboard is no port scanner

@@ -11,7 +11,7 @@ from cudaweb.accounts.models import AppendOnly, AuditEvent
 from cudaweb.fleet.services import acceptance_decide
 from cudaweb.network.services import network_test_request
 from cudaweb.nodes import services as node_services
-from cudaweb.nodes.models import HostKey, Node, SSHCredential
+from cudaweb.nodes.models import Node
 from cudaweb.remote.connect import transport_for
 from cudaweb.validation import schedules
 from cudaweb.validation.services import runs_request
@@ -108,14 +108,19 @@ def test_validation_requests_single_and_bulk_but_not_scheduled(admin_user):
     assert (bulk.detail["nodes"], bulk.detail["queued"], bulk.detail["already_live"]) == (3, 2, 1)
 
 
-def test_acceptance_quarantine_schedules_and_network_tests(admin_user):
+def test_acceptance_quarantine_schedules_and_network_tests(admin_user, monkeypatch,
+                                                           django_capture_on_commit_callbacks):
+    from cudaweb.network.tasks import run_network_test
+
+    monkeypatch.setattr(run_network_test, "apply_async", lambda *a, **k: None)  # queued: recorded after it
     node = Node.objects.create(name="h200-a", transport=Node.Transport.LOCAL)
     acceptance_decide(node=node, run=stored_run(node, real_report()), decision="quarantined", user=admin_user)
     acceptance_decide(node=node, run=stored_run(node, real_report()), decision="accepted", user=admin_user)
     schedule = schedules.schedule_create(every_hours=6, mode="quick", node=node)
     schedules.schedule_delete(schedule_id=schedule.id)
     other = Node.objects.create(name="h200-b", transport=Node.Transport.LOCAL)
-    network_test_request(nodes=[node, other], requested_by=admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        network_test_request(nodes=[node, other], requested_by=admin_user)
     assert _actions() == ["node.quarantined", "node.accepted", "schedule.created", "schedule.deleted",
                           "network_test.requested"]
     deleted = AuditEvent.objects.get(action="schedule.deleted")

@@ -138,3 +138,41 @@ def test_the_same_schedule_twice_is_a_form_error_not_a_500(operator_client):
     assert operator_client.post(reverse("runs:schedules"), form).status_code == 302
     again = operator_client.post(reverse("runs:schedules"), form)
     assert again.status_code == 200 and "this schedule exists already" in again.content.decode()
+
+
+def test_an_accepted_host_key_is_the_one_shown(admin_user):
+    node = node_services.node_create(name="gpu-h", address="198.18.0.5", port=22, username="ops", private_key=KEY)
+    node_services.host_key_record(node=node, key_type="ssh-ed25519", key_base64="AAAA", fingerprint="SHA256:new")
+    with pytest.raises(node_services.HostKeyChanged):  # the page showed SHA256:old; a worker stored another since
+        node_services.host_key_accept(node=node, user=admin_user, fingerprint="SHA256:old")
+    assert not Node.objects.get(id=node.id).host_key.accepted
+    node_services.host_key_accept(node=node, user=admin_user, fingerprint="SHA256:new")
+    assert Node.objects.get(id=node.id).host_key.accepted
+
+
+def test_one_decision_form_records_one_decision_and_cannot_be_reused_for_another(admin_user):
+    import uuid
+
+    from cudaweb.fleet.services import acceptance_decide
+    from tests.drift.helpers import real_report, stored_run
+
+    a = Node.objects.create(name="node-a", transport=Node.Transport.LOCAL)
+    b = Node.objects.create(name="node-b", transport=Node.Transport.LOCAL)
+    run_a, run_b = stored_run(a, real_report()), stored_run(b, real_report())
+    token = uuid.uuid4()
+    first = acceptance_decide(node=a, run=run_a, decision="accepted", user=admin_user, token=token)
+    assert acceptance_decide(node=a, run=run_a, decision="accepted", user=admin_user, token=token) == first
+    for node, run, decision in ((a, run_a, "quarantined"), (b, run_b, "accepted")):
+        with pytest.raises(ValueError, match="this form already recorded accepted into the fleet for node-a"):
+            acceptance_decide(node=node, run=run, decision=decision, user=admin_user, token=token)
+    assert a.acceptance_records.count() == 1 and not b.acceptance_records.exists()
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(settings, monkeypatch):
+    settings.CUDAWEB_ALLOWED_NETWORKS = "198.18.0.0/15"
+    answers = [[(2, 1, 6, "", ("198.18.0.7", 22))], [(2, 1, 6, "", ("127.0.0.1", 22))]]  # a rebinding name
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: answers.pop(0))
+    node = node_services.node_create(name="gpu-dns", address="gpu.rack.example", port=22, username="ops",
+                                     private_key=KEY)
+    transport = connect.transport_for(node)
+    assert transport.address == "198.18.0.7"  # the checked IP; the name is not resolved again to connect

@@ -73,3 +73,9 @@ def test_triage_log_reads_non_utf8_with_replacement(tmp_path):
     call_command("triage_log", str(path), "--json", stdout=out)
     [result] = json.loads(out.getvalue())
     assert result["playbooks"][0]["category"] == "oom" and result["facts"]["tried_gib"] == 2.0
+
+
+def test_the_evidence_of_a_long_line_is_the_part_around_the_match():
+    text = "é" * 5000 + " RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB " + "ü" * 5000
+    line = triage(text).playbooks[0].evidence[0]
+    assert "CUDA out of memory" in line and len(line) <= 400 and "\ufffd" not in line

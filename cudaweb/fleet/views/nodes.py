@@ -76,10 +76,12 @@ def host_key_accept(request, node_id):
     node = get_object_or_404(Node, id=node_id)
     host_key = get_object_or_404(HostKey, node=node)
     # Accept exactly the key the operator was shown, not whatever is stored by now.
-    if request.POST.get("fingerprint") != host_key.fingerprint_sha256:
+    try:
+        host_key = node_services.host_key_accept(node=node, user=request.user,
+                                                 fingerprint=request.POST.get("fingerprint", ""))
+    except node_services.HostKeyChanged:
         messages.error(request, "The host key changed since the page was shown; review it again.")
         return _back(request, node)
-    node_services.host_key_accept(node=node, user=request.user)
     messages.info(request, "Host key %s accepted." % host_key.fingerprint_sha256)
     return _back(request, node)
 
