@@ -144,6 +144,7 @@ class Knowledge:
         messages = sorted(self.by_message, key=len, reverse=True)
         self.names = linear.compile("|".join(_boundary(n) for n in names)) if names else None
         self.message_regex = linear.compile("|".join(_boundary(m) for m in messages)) if messages else None
+        self.files = {stem: entry for table in tables for stem, entry in table.files.items()}
         self.file_regex = linear.compile(r"([A-Za-z_][\w/]{0,60}\.(?:cc|cu|h|cpp))[:(]\d{1,6}\)? NCCL WARN")
         self.checks = [("pattern", table, entry, entry.pattern) for table in tables for entry in table.patterned]
         self.checks += [("number", table, None, compiled) for table in tables for _, compiled in table.number_patterns]
@@ -195,12 +196,11 @@ class Knowledge:
             repeated = sorted(offsets[self.repeats - 1] for offsets in seen.values() if len(offsets) >= self.repeats)
             if repeated:
                 add(self.repeat_entry, repeated[0], NUMBER_WEIGHT, "repeat")
-        for table in self.tables:
-            if table.files:
-                for match in itertools.islice(self.file_regex.finditer(text), MAX_SCAN):
-                    entry = table.files.get(_stem(linear.text_of(match.group(1))))
-                    if entry is not None:
-                        add(entry, match.start(), FILE_WEIGHT, "file")
+        if self.files:  # one pass over the WARN lines, whichever table names their source files
+            for match in itertools.islice(self.file_regex.finditer(text), MAX_SCAN):
+                entry = self.files.get(_stem(linear.text_of(match.group(1))))
+                if entry is not None:
+                    add(entry, match.start(), FILE_WEIGHT, "file")
         return sorted(found.values(), key=lambda h: h.offset)[:MAX_HITS]
 
 
