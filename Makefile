@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test sshd slurm browser clean
+.PHONY: run test sshd slurm browser clean wheelhouse image compose-test compose-clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (or set PYTHON=...)"; exit 1; }
@@ -39,6 +39,33 @@ run: $(STAMP)
 
 test: $(STAMP) sshd slurm browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The production image (Dockerfile), built without internet: `pip download` fills the wheelhouse with this host's
+# own pip settings (its index or mirror, its CA), then the build installs from it alone (--no-index). The base is a
+# build argument: BASE=<a site's own Debian 12+ image>. async-timeout is named because redis needs it below Python
+# 3.11.3 (Debian bookworm's python3 is 3.11.2) and pip evaluates that marker for this host's Python, not the image's.
+BASE ?= python:3.11-slim-bookworm
+IMAGE ?= cudaweb:latest
+DOCKER ?= docker
+WHEELHOUSE := var/wheelhouse
+
+wheelhouse:
+	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download --disable-pip-version-check -q --only-binary=:all: -d $(WHEELHOUSE) \
+	  -r requirements.txt 'async-timeout>=4.0.3'
+
+image: wheelhouse
+	$(DOCKER) build --network host --build-arg BASE=$(BASE) -t $(IMAGE) .
+
+# The whole production stack from docker-compose.yml (+ tests/compose/docker-compose.test.yml), proven end to end:
+# it starts its own dockerd if none answers (tests/compose/daemon.py) and stops only what it started.
+compose-test: $(STAMP)
+	CUDAWEB_COMPOSE_TEST=1 $(PY) -m pytest tests/compose -p no:cacheprovider $(PYTEST_ARGS)
+	@cat var/compose-test-figures.json
+
+# The compose test's images and layer cache (its dockerd must be stopped: it is, once compose-test ends).
+compose-clean:
+	rm -rf $${CUDAWEB_COMPOSE_STATE:-/var/tmp/cudaweb-compose}
 
 clean:
 	rm -rf $(VENV) var staticfiles
