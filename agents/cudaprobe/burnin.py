@@ -202,8 +202,10 @@ def judge_sustained(gpus, sku, ours=()):
 
 def downsample(gpu, points=SERIES_POINTS):
     """The GPU's series for the run page: at most `points` per series, means per time bucket (reasons OR-ed)."""
-    seconds = max(gpu.get("seconds") or 1, 1)
-    bucket = max(1.0, seconds / points)
+    # the last sample comes a moment after `seconds`: the span covers it, so that no series passes `points`
+    span = max([gpu.get("seconds") or 1] + [s["t"] for s in gpu["sampler"]["samples"][-1:]] +
+               [w["t"] for w in gpu["windows"][-1:]])
+    bucket = max(1.0, span / (points - 1))
     out = {"bucket_s": round(bucket, 2)}
     keys = ("sm_mhz", "mem_mhz", "power_w", "temp_gpu_c", "temp_mem_c", "util")
     buckets = {}
