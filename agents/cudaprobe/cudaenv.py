@@ -39,7 +39,7 @@ ALLOC_OPTIONS = {
 def _alloc_conf_refused(value):
     """Why PyTorch refuses this allocator setting when it starts (it stops with an error, or the process dies), or
     None when it parses: comma-separated option:value pairs of known options."""
-    for item in value.split(","):
+    for item in re.split(r",(?![^\[]*\])", value):  # commas inside [..] lists belong to the list
         item = item.strip()
         if not item:
             continue

@@ -254,3 +254,11 @@ def test_the_sku_table_has_hbm_bandwidth_boost_clock_and_power_limit():
     expected = expectations.expected_memory_copy(H200)
     assert 4200 < expected.value < 4300 and expected.calibrated
     assert expectations.judge(4255, expected)[0] == "pass" and expectations.judge(2000, expected)[0] == "fail"
+
+
+def test_a_pass_cut_short_by_memory_taken_mid_pass_is_named_not_a_crash():
+    entry = _memory_entry()
+    entry["passes"][0]["oom"] = "out of memory during the pass: CUDA out of memory. Process 557 has 12.51 GiB"
+    outcome = stress.judge_memory_test(Context("full"), [entry])
+    assert outcome.status == "warn" and outcome.signatures == ["memory_taken_during_test"]
+    assert "Process 557 has 12.51 GiB" in outcome.summary

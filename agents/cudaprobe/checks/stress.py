@@ -74,6 +74,7 @@ def gpu_sustained(args):
 
 
 PATTERNS = ("walking_ones", "random", "address", "address_inverted")
+RESERVE_BYTES = 2 * 2**30  # left free beside the tested chunks for the compare's temporaries (a bool per word)
 
 
 def _fill(torch, chunk, pattern, base, seed, bit=0):
@@ -154,13 +155,20 @@ def gpu_memory_test(args):
         chunks, oom = [], None
         free_before = torch.cuda.mem_get_info(index)[0]
         for _ in range(target):
+            if torch.cuda.mem_get_info(index)[0] < RESERVE_BYTES:  # the compare's temporaries need room
+                oom = "less than %d GiB left free: another process holds memory" % (RESERVE_BYTES // 2**30)
+                break
             try:
                 chunks.append(torch.empty(chunk_words, dtype=torch.int32, device=index))
             except torch.cuda.OutOfMemoryError as exc:
                 oom = str(exc).splitlines()[0][:300]
                 break
         pass_started = time.perf_counter()
-        found = pattern_passes(torch, chunks, 1, seed + number, scratch)
+        try:
+            found = pattern_passes(torch, chunks, 1, seed + number, scratch)
+        except torch.cuda.OutOfMemoryError as exc:  # memory taken while the pass ran: said, not a crash
+            found, oom = [], "out of memory during the pass: " + str(exc).splitlines()[0][:400]
+            entry["aborted"] = oom
         for m in found:
             m["pass"] = number
             m["byte_offset"] = m["word"] * 4
@@ -173,6 +181,8 @@ def gpu_memory_test(args):
                                 "used_mib_nvml": nvml_sampler._used_mib(nv, handle) if nv else None})
         del chunks
         torch.cuda.empty_cache()
+        if entry.get("aborted"):
+            break
     entry["seconds"] = time.perf_counter() - started
     entry["activity"]["after"] = activity.snapshot(torch, index)
     ecc_after = nvml_sampler.ecc_counts(nv, handle) if nv else (None, None)
@@ -339,7 +349,8 @@ def judge_memory_test(ctx, gpus):
                 pids = set(snap["pids"])
                 mine = ours | {snap.get("self")}
                 others |= (pids - mine) if pids & mine else (pids if len(pids) > 1 else set())
-        shrunk = [p for p in g["passes"] if p["chunks"] < 0.9 * p["target_chunks"]]
+        shrunk = [p for p in g["passes"] if p["chunks"] < 0.9 * p["target_chunks"] or
+                  (p.get("oom") or "").startswith("out of memory during the pass")]
         if others or shrunk:
             detail = []
             if others:
