@@ -93,6 +93,8 @@ def judge_gpu(findings, gpu, sku, ours=()):
                          label, ", ".join(map(str, sorted(busy))), when, _median(first) or 0, _median(last) or 0),
                      "gpu_busy")
 
+    if sku:
+        _judge_limits(findings, label, info, sku)
     if samples:
         _judge_samples(findings, label, samples, info, metrics)
     start, end = gpu["sampler"]["samples"][:1], gpu["sampler"]["samples"][-1:]
@@ -116,6 +118,17 @@ def judge_gpu(findings, gpu, sku, ours=()):
                          "sustained load" % (label, median_tflops, 100 * ratio, expected.value),
                          "sustained_below_expected")
     return metrics, True
+
+
+def _judge_limits(findings, label, info, sku):
+    """A power limit or maximum clock set below the model's own explains a lower sustained figure: said as such."""
+    limit, max_sm = info.get("power_limit_w"), info.get("max_sm_mhz")
+    if limit and limit < 0.95 * sku["power_w"]:
+        findings.add("warn", "%s: power limit %.0f W, the %s's is %d W: it is held lower under load" % (
+            label, limit, sku["key"], sku["power_w"]), "power_limit_lowered")
+    if max_sm and max_sm < 0.95 * sku["boost_mhz"]:
+        findings.add("warn", "%s: maximum SM clock %d MHz, the %s boosts to %d MHz" % (
+            label, max_sm, sku["key"], sku["boost_mhz"]), "max_clock_lowered")
 
 
 def _judge_samples(findings, label, samples, info, metrics):

@@ -262,3 +262,11 @@ def test_a_pass_cut_short_by_memory_taken_mid_pass_is_named_not_a_crash():
     outcome = stress.judge_memory_test(Context("full"), [entry])
     assert outcome.status == "warn" and outcome.signatures == ["memory_taken_during_test"]
     assert "Process 557 has 12.51 GiB" in outcome.summary
+
+
+def test_a_power_limit_or_clock_set_below_the_models_is_named():
+    gpu = reference_gpu()
+    gpu["sampler"]["info"] = dict(gpu["sampler"]["info"], power_limit_w=500.0, max_sm_mhz=1600)
+    findings, _ = burnin.judge_sustained([gpu], H200)
+    assert {"power_limit_lowered", "max_clock_lowered"} <= set(findings.signatures)
+    assert "power limit 500 W, the H200's is 700 W" in findings.problems[0]
