@@ -55,7 +55,9 @@ FAULT_ENV=()
 log "fault 1: a process computing on GPU 0 from ~20 s into a 40 s burn-in"
 hog 22 25 compute; agent busy-during-burnin 40 --mode burnin --only stress.sustained; wait
 log "fault 2: another process takes 12 GiB in the middle of the memory test"
-hog 14 30 memory; FAULT_ENV=(CUDAPROBE_MEMTEST_PASSES=4); agent memory-taken-during-memtest 10 --mode burnin --only stress.memory_test; wait
+hog 14 30 memory
+FAULT_ENV=(CUDAPROBE_MEMTEST_PASSES=4)
+agent memory-taken-during-memtest 10 --mode burnin --only stress.memory_test; wait
 log "fault 3: NVIDIA_TF32_OVERRIDE=0 (TF32 matmuls at fp32 speed)"
 FAULT_ENV=(NVIDIA_TF32_OVERRIDE=0); agent tf32-override-off 10 --mode standard --only cuda.matmul,cuda.memory_bandwidth
 log "fault 4: an allocator setting PyTorch refuses"
