@@ -38,7 +38,9 @@ PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563
 
 # key, nvidia-smi names (as NVML reports them), bf16 / fp16 / tf32 / fp32 dense TFLOP/s (sparse datasheet figures
 # halved), memory (HBM / GDDR) GB/s, boost clock MHz (the maximum SM clock NVML reports; H200's 1980 read on the
-# real one) and board power limit W (the datasheet's maximum TDP; 700 W read on the real H200), PCIe (gen, width), NVLink links per GPU and GB/s per link per direction (0: none; bridged
+# real one) and board power limit W (the datasheet's maximum TDP; 700 W read on the real H200; the other SKUs'
+# clocks and limits are from the sources listed, not read on hardware here), PCIe (gen, width), NVLink links per
+# GPU and GB/s per link per direction (0: none; bridged
 # PCIe cards: links = bridge GB/s bidirectional / 50), sources. H100 PCIe's NVLink bridge was not confirmed by a
 # source we read, so it is listed without NVLink. Where NVLink exists, the links between two GPUs are read from
 # `nvidia-smi topo -m` (NV<n>), so the table's link count only says what a full board has.
