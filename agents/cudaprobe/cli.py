@@ -23,7 +23,10 @@ def _csv(value):
 def build_parser():
     parser = argparse.ArgumentParser(prog="cudaprobe", description="Layered validation of a GPU node.")
     parser.add_argument("--mode", choices=MODES, default="quick",
-                        help="quick: L0-L4 without benchmarks; standard: everything, short benchmarks; full: longer")
+                        help="quick: L0-L4 without benchmarks; standard: everything, short benchmarks; full: longer; "
+                        "burnin: full, then L7 stress (sustained load, memory patterns, silent-corruption checks)")
+    parser.add_argument("--burnin-seconds", type=int, default=300, metavar="N",
+                        help="burnin: seconds of sustained load (L7 stress.sustained); default 300")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (progress goes to stderr)")
     parser.add_argument("--only", type=_csv, default=[], help="layers or check ids, comma separated (L1,cuda.matmul)")
     parser.add_argument("--skip", type=_csv, default=[], help="layers or check ids to leave out")
@@ -67,7 +70,10 @@ def main(argv=None):
         for spec in sorted(specs, key=lambda s: (LAYERS.index(s.layer), s.order)):
             print("%-9s %-26s %-22s %s" % (spec.layer, spec.id, ",".join(spec.modes), spec.title))
         return 0
-    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since}
+    if args.burnin_seconds < 10:
+        parser.error("--burnin-seconds must be 10 or more")
+    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since,
+               "burnin_seconds": args.burnin_seconds}
     skip = list(args.skip)
     if args.peer_role:
         if not args.master or ":" not in args.master or args.world != 2:

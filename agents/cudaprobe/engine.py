@@ -9,17 +9,18 @@ import time
 import traceback
 from datetime import datetime, timezone
 
-from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA
+from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA, cudaenv
 from agents.cudaprobe.model import ERROR, FAIL, LAYERS, PASS, SKIP, WARN, Outcome, bounded
 
-GATING_LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6")
+GATING_LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7")
 
 
 class Context:
     """Shared state of one agent run: options, facts found by earlier checks, results so far."""
 
     def __init__(self, mode, options=None, environ=None):
-        self.mode = mode
+        self.report_mode = mode
+        self.mode = "full" if mode == "burnin" else mode  # burn-in: the checks of full, as full runs them, then L7
         self.options = options or {}
         self.environ = dict(os.environ if environ is None else environ)
         self.facts = {}
@@ -43,7 +44,7 @@ class Context:
         return self.environ.get("CUDAPROBE_" + name, default)
 
 
-RECORDED_ENV = ("NCCL_", "CUDA_", "TORCH_", "CUDAPROBE_", "NVIDIA_")
+RECORDED_ENV = ("NCCL_", "CUDA_", "TORCH_", "CUDAPROBE_", "NVIDIA_", "PYTORCH_", "CUBLAS", "CUDNN")
 
 
 def record_of(ctx, report):
@@ -74,7 +75,8 @@ def select(specs, mode, only=(), skip=()):
     def matches(spec, keys):
         return any(k == spec.layer or k == spec.id or spec.id.startswith(k + ".") for k in keys)
 
-    chosen = [s for s in specs if mode in s.modes]
+    modes = {"full", "burnin"} if mode == "burnin" else {mode}  # burn-in runs everything full runs, then L7
+    chosen = [s for s in specs if modes & set(s.modes)]
     if only:
         wanted = {s.id for s in chosen if matches(s, only)}
         by_id = {s.id: s for s in chosen}
@@ -115,7 +117,8 @@ def _run_one(spec, ctx):
         except Exception as exc:  # a bug or surprise in one check must not lose the report
             outcome = Outcome(ERROR, "check raised %s: %s" % (type(exc).__name__, exc),
                               evidence=traceback.format_exc(), signatures=["agent_check_error"])
-    return {
+        outcome = cudaenv.point(spec.id, outcome, ctx.environ)  # a CUDA / torch setting that explains it is named
+    result = {
         "id": spec.id,
         "layer": spec.layer,
         "title": spec.title,
@@ -127,6 +130,9 @@ def _run_one(spec, ctx):
         "signatures": outcome.signatures,
         "blocked_by": blocker or (outcome.blocked_by if outcome.status == SKIP else None),
     }
+    if isinstance(outcome.details, dict) and outcome.details.get("series"):
+        result["series"] = outcome.details["series"]  # the burn-in's downsampled series, for the run page
+    return result
 
 
 def enforce_layer_order(checks):
@@ -158,7 +164,7 @@ def verdict_of(checks):
 
 def run_checks(specs, ctx, events=None):
     started = time.time()
-    emit_event(events, event="start", mode=ctx.mode, checks=[s.id for s in specs])
+    emit_event(events, event="start", mode=getattr(ctx, "report_mode", ctx.mode), checks=[s.id for s in specs])
     checks = []
     try:
         for spec in specs:
@@ -176,7 +182,7 @@ def run_checks(specs, ctx, events=None):
     report = {
         "schema": REPORT_SCHEMA,
         "agent_version": AGENT_VERSION,
-        "mode": ctx.mode,
+        "mode": getattr(ctx, "report_mode", ctx.mode),
         "started": datetime.fromtimestamp(started, timezone.utc).isoformat(),
         "duration_s": round(time.time() - started, 3),
         "host": {

@@ -37,64 +37,80 @@ MEASURED = {
 PCIE_GEN_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 # key, nvidia-smi names (as NVML reports them), bf16 / fp16 / tf32 / fp32 dense TFLOP/s (sparse datasheet figures
-# halved), memory GB/s, PCIe (gen, width), NVLink links per GPU and GB/s per link per direction (0: none; bridged
+# halved), memory (HBM / GDDR) GB/s, boost clock MHz (the maximum SM clock NVML reports; H200's 1980 read on the
+# real one) and board power limit W (the datasheet's maximum TDP; 700 W read on the real H200; the other SKUs'
+# clocks and limits are from the sources listed, not read on hardware here), PCIe (gen, width), NVLink links per
+# GPU and GB/s per link per direction (0: none; bridged
 # PCIe cards: links = bridge GB/s bidirectional / 50), sources. H100 PCIe's NVLink bridge was not confirmed by a
 # source we read, so it is listed without NVLink. Where NVLink exists, the links between two GPUs are read from
 # `nvidia-smi topo -m` (NV<n>), so the table's link count only says what a full board has.
 SKUS = (
     {"key": "H200", "names": ("NVIDIA H200",), "bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0,
-     "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
+     "memory_gbs": 4800, "boost_mhz": 1980, "power_w": 700, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
      "sources": ("https://www.nvidia.com/en-us/data-center/h200/",
                  "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")},
     {"key": "H200 NVL", "names": ("NVIDIA H200 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
      "memory_gbs": 4800, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "boost_mhz": 1785, "power_w": 600,
      "sources": ("https://www.nvidia.com/en-us/data-center/h200/",
                  "https://github.com/NVIDIA/DCGM/blob/72fa3feaa67d716a75323a8f47c34ff3ee73f824/nvvs/diag-skus.yaml.in")},
     {"key": "H100 SXM", "names": ("NVIDIA H100 80GB HBM3",), "bf16": 989.5, "fp16": 989.5, "tf32": 494.5, "fp32": 67.0,
-     "memory_gbs": 3350, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
+     "memory_gbs": 3350, "boost_mhz": 1980, "power_w": 700, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 25,
      "sources": ("https://www.nvidia.com/en-us/data-center/h100/",
                  "https://glennklockwood.com/garden/processors/h100")},
     {"key": "H100 PCIe", "names": ("NVIDIA H100 PCIe",), "bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.0,
-     "memory_gbs": 2000, "pcie": (5, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "memory_gbs": 2000, "boost_mhz": 1755, "power_w": 350, "pcie": (5, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
      "sources": ("https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md",
                  "https://github.com/qoofyk/LLM_Sizing_Guide/issues/3")},
     {"key": "H100 NVL", "names": ("NVIDIA H100 NVL",), "bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0,
      "memory_gbs": 3900, "pcie": (5, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "boost_mhz": 1785, "power_w": 400,
      "sources": ("https://www.nvidia.com/en-us/data-center/h100/",
                  "https://github.com/NVIDIA/DCGM/blob/72fa3feaa67d716a75323a8f47c34ff3ee73f824/nvvs/diag-skus.yaml.in")},
     {"key": "A100 SXM 80GB", "names": ("NVIDIA A100-SXM4-80GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
-     "memory_gbs": 2039, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "memory_gbs": 2039, "boost_mhz": 1410, "power_w": 400, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
      "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
                  "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
     {"key": "A100 SXM 40GB", "names": ("NVIDIA A100-SXM4-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
-     "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
+     "memory_gbs": 1555, "boost_mhz": 1410, "power_w": 400, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25,
      "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
                  "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
     {"key": "A100 PCIe 80GB", "names": ("NVIDIA A100 80GB PCIe",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
      "memory_gbs": 1935, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "boost_mhz": 1410, "power_w": 300,
      "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
                  "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
     {"key": "A100 PCIe 40GB", "names": ("NVIDIA A100-PCIE-40GB",), "bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5,
      "memory_gbs": 1555, "pcie": (4, 16), "nvlink_links": 12, "nvlink_link_gbs": 25, "nvlink_bridge": True,
+     "boost_mhz": 1410, "power_w": 250,
      "sources": ("https://www.nvidia.com/en-us/data-center/a100/",
                  "https://www.thundercompute.com/blog/nvidia-a100-specs-full-guide")},
     {"key": "L40S", "names": ("NVIDIA L40S",), "bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6,
-     "memory_gbs": 864, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "memory_gbs": 864, "boost_mhz": 2520, "power_w": 350, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
      "sources": ("https://www.nvidia.com/en-us/data-center/l40s/",
                  "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/compute/accelerator/README.md")},
     {"key": "L4", "names": ("NVIDIA L4",), "bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3,
-     "memory_gbs": 300, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "memory_gbs": 300, "boost_mhz": 2040, "power_w": 72, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
      "sources": ("https://www.nvidia.com/en-us/data-center/l4/",
                  "https://store.sourcecode.com/en-us/bg-bucket-compare/125/9820")},
     {"key": "A10", "names": ("NVIDIA A10",), "bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2,
-     "memory_gbs": 600, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
+     "memory_gbs": 600, "boost_mhz": 1695, "power_w": 150, "pcie": (4, 16), "nvlink_links": 0, "nvlink_link_gbs": 0,
      "sources": ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/a10-datasheet.pdf",
                  "https://github.com/karpathy/llm.c/pull/621")},
     {"key": "B200", "names": ("NVIDIA B200",), "bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp32": 75.0,
-     "memory_gbs": 7700, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 50,
+     "memory_gbs": 7700, "boost_mhz": 1965, "power_w": 1000, "pcie": (5, 16), "nvlink_links": 18, "nvlink_link_gbs": 50,
      "sources": ("https://resources.nvidia.com/en-us-blackwell-architecture/datasheet",
                  "https://glennklockwood.com/garden/processors/B200")},
 )
+# Device-memory bandwidth: a plain device-to-device copy (torch's copy_ of a 4 GiB buffer) counting bytes read
+# plus written, against the datasheet's HBM figure. Measured on the real H200s (tests/fixtures/real/burnin/ and
+# shared/reference: h200x1/probe.json 4255 GB/s, h200x2/bench.json 4270 GB/s; KINDS.md: about 4.3 TB/s): 0.887
+# of 4800. Other SKUs assume the same fraction.
+MEMORY_COPY_FRACTION = 0.887
+# Sustained bf16 matmul at the power limit (16384^3, minutes long): ~676 of 989.5 TFLOP/s on the healthy H200
+# (shared/reference/h200x1/burnin_120s.json, 120 s, and tests/fixtures/real/burnin/, 300 s): a GPU at its power
+# cap holds its clocks well under boost, so a burn-in is judged against this, not the short matmul's fraction.
+SUSTAINED_BF16_FRACTION = 0.683
 MATMUL_KEYS = {"matmul_bf16_tflops": "bf16", "matmul_fp16_tflops": "fp16", "matmul_tf32_tflops": "tf32",
                "matmul_fp32_tflops": "fp32"}
 
@@ -183,6 +199,19 @@ def expected_measured(sku, metric):
     if value is None:
         return None
     return Expected(value, "median of the real %s runs" % sku["key"], True)
+
+
+def expected_memory_copy(sku):
+    """Device-to-device copy GB/s (read + write) a healthy GPU of this SKU reaches."""
+    return Expected(sku["memory_gbs"] * MEMORY_COPY_FRACTION, "%.1f%% of %s's %d GB/s HBM datasheet figure" % (
+        100 * MEMORY_COPY_FRACTION, sku["key"], sku["memory_gbs"]), sku["key"] == CALIBRATED_ON)
+
+
+def expected_sustained(sku):
+    """Median bf16 TFLOP/s a healthy GPU of this SKU holds through a burn-in at its power limit."""
+    return Expected(sku["bf16"] * SUSTAINED_BF16_FRACTION, "%.1f%% of %s's %.1f TFLOP/s dense peak, held at its "
+                    "%d W limit" % (100 * SUSTAINED_BF16_FRACTION, sku["key"], sku["bf16"], sku["power_w"]),
+                    sku["key"] == CALIBRATED_ON)
 
 
 def judge(measured, expected):

@@ -2,7 +2,7 @@
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 STATUSES = (PASS, WARN, FAIL, SKIP, ERROR)
-LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "advisory")
+LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "advisory")
 EVIDENCE_CAP = 4000
 
 

@@ -11,7 +11,7 @@ import pkgutil
 from agents.cudaprobe.model import LAYERS
 
 CHECKS = []
-MODES = ("quick", "standard", "full")
+MODES = ("quick", "standard", "full", "burnin")
 CHECKS_PACKAGE = "agents.cudaprobe.checks"
 
 

@@ -52,10 +52,10 @@ def test_a_bad_file_fails_loudly():
 def test_every_finding_of_the_real_fault_campaign_has_a_playbook():
     import json
 
-    faults = Path(__file__).resolve().parents[1] / "fixtures" / "real" / "faults"
+    real = Path(__file__).resolve().parents[1] / "fixtures" / "real"
     known = {signature for book in load().values() for signature in book.signatures}
     named = set()
-    for path in faults.glob("*.json"):
+    for path in sorted(real.glob("faults/*.json")) + sorted(real.glob("burnin/faults/*.json")):  # burn-in: issue 20
         if path.name.endswith(".record.json"):
             continue
         for check in json.loads(path.read_text())["checks"]:

@@ -12,6 +12,7 @@ NCCL_P2P_LEVEL takes a level name, matched exactly (LOC, NVL, PIX, PXB, PHB, SYS
 import os
 import re
 
+from agents.cudaprobe import cudaenv
 from agents.cudaprobe.model import passed, warned
 from agents.cudaprobe.registry import check
 
@@ -171,6 +172,17 @@ def advice_environment(ctx):
     for name, (value, why) in OTHER_PITFALLS.items():
         if ctx.environ.get(name, "").strip() == value:
             lines.append("%s=%s: %s" % (name, ctx.environ[name], why))
+            signatures.append("advice_env_override")
+    for item in cudaenv.settings(ctx.environ):  # CUDA, cuBLAS, cuDNN and PyTorch settings
+        if item["name"] in OTHER_PITFALLS and not item["refused"]:
+            continue  # named above
+        if item["refused"]:
+            lines.append(cudaenv.describe(item))
+            signatures.append("advice_env_refused")
+        elif item["name"] in cudaenv.NOTED_ONLY:
+            noted.append(cudaenv.describe(item))
+        else:
+            lines.append(cudaenv.describe(item))
             signatures.append("advice_env_override")
     signatures = sorted(set(signatures))
     evidence = "\n".join(lines + noted)

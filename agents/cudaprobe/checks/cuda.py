@@ -331,3 +331,47 @@ def cuda_p2p(ctx):
                       "p2p_below_expected")
     return findings.outcome("peer access between all %d pairs, slowest copy %.0f GB/s" % (
         len(pairs), metrics["p2p_copy_gbs"]), evidence, metrics)
+
+
+@gpu_task
+def gpu_memory_bandwidth(args):
+    """Device-memory bandwidth of this rank's GPU: a device-to-device copy, bytes read plus written per second."""
+    import torch
+
+    size = int(args.get("mib", 2048)) * 2**20
+    iters = int(args.get("iters", 20))
+    index = _own_gpu(torch)
+    before = activity.snapshot(torch, index)
+    src = torch.empty(size, dtype=torch.uint8, device=index).fill_(1)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    seconds = _sync_time(torch, index, lambda: dst.copy_(src), iters)
+    entry = {"index": index, "copy_gbs": 2 * size / seconds / 1e9, "mib": size // 2**20, "iters": iters,
+             "activity": {"before": before, "after": activity.snapshot(torch, index)}}
+    del src, dst
+    return {"gpus": [entry]}
+
+
+@check("cuda.memory_bandwidth", "L4", "Device-memory (HBM) bandwidth: a device-to-device copy",
+       requires=["cuda.context"], modes=BENCH_MODES, budget_s=60)
+def cuda_memory_bandwidth(ctx):
+    outcomes = children.run_each(ctx, gpu_memory_bandwidth, _ranks(ctx),
+                                 {"mib": 2048, "iters": 20 if ctx.mode == "standard" else 50})
+    if not all_ok(outcomes):
+        return task_failure(outcomes, "memory bandwidth test", "memory_bandwidth_failed")
+    gpus = _merged(outcomes)
+    metrics = {}
+    per_gpu_metrics(metrics, "memory_copy_gbs", {g["index"]: g["copy_gbs"] for g in gpus})
+    evidence = "\n".join("GPU %(index)d: device-to-device copy of %(mib)d MiB x %(iters)d: %(copy_gbs).0f GB/s "
+                         "(read + write)" % g for g in gpus)
+    sku, model = reference(ctx)
+    findings, busy = Findings(), busy_gpus(ctx, gpus)
+    mark_busy(findings, ctx, busy, "memory bandwidth measurement")
+    if sku is None:
+        _no_reference(findings, model)
+    expected = expectations.expected_memory_copy(sku) if sku else None
+    judge_per_gpu(findings, ctx, "device memory copy", {g["index"]: g["copy_gbs"] for g in gpus}, expected, "GB/s",
+                  "memory_bandwidth_low", busy)
+    return findings.outcome("device-to-device copy %.0f GB/s, read + write (worst GPU)" % metrics["memory_copy_gbs"],
+                            evidence, metrics)

@@ -1,0 +1,140 @@
+"""The burn-in made for real on a 1 x H200 host (bench/burnin_on_device.sh, docs/benchmarks.md "Burn-in"): a
+healthy 300 s burn-in passes, each fault made in our own processes is named and none passes, and the judging of
+L4-L7 gives the same verdicts again when fed the GPU workers' raw results of those runs (--record), here with no
+GPU; the raw 300 s series, with one fault written into it, is judged as such."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.cudaprobe import burnin, engine, expectations, registry
+from agents.cudaprobe.checks.torch import torch_info
+from agents.cudaprobe.children import ReplayPool
+from tests.agent.harness import VALIDATOR
+from tests.agent.test_real_faults import SET_BY_REPLAYED
+
+BURNIN = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "burnin"
+HEALTHY = BURNIN / "h200-burnin-300s"
+EXPECTED = {  # fault: (verdict, the check that names it, its signature, words of its summary)
+    "busy-during-burnin": ("warn", "stress.sustained", "gpu_busy", "started computing on it"),
+    "memory-taken-during-memtest": ("fail", "stress.memory_test", "oom", "has 12.51 GiB memory in use"),
+    "tf32-override-off": ("fail", "cuda.matmul", "env_setting_named", "NVIDIA_TF32_OVERRIDE=0"),
+    "alloc-conf-refused": ("fail", "torch.import", "env_setting_refused",
+                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe is refused"),
+    "alloc-conf-refused-2": ("fail", "torch.import", "env_setting_refused", "PYTORCH_ALLOC_CONF=max_split_size_mb"),
+    "cvd-no-such-gpu": ("fail", "cuda.available", "env_setting_named", "set here: CUDA_VISIBLE_DEVICES=GPU-0000"),
+}
+REPLAYED = ("L4", "L5", "L6", "L7")
+
+
+def _load(path):
+    return json.loads(Path(path).read_text())
+
+
+def _check(report, check_id):
+    (check,) = [c for c in report["checks"] if c["id"] == check_id]
+    return check
+
+
+def test_the_healthy_five_minute_burnin_passes_with_its_series():
+    report = _load(str(HEALTHY) + ".json")
+    assert not list(VALIDATOR.iter_errors(report))
+    assert report["mode"] == "burnin" and report["verdict"] == "pass"
+    sustained = _check(report, "stress.sustained")
+    assert sustained["metrics"]["burnin_seconds"] == 300 and sustained["duration_s"] >= 300
+    assert sustained["metrics"]["sm_mhz_median"] == 1425 and sustained["metrics"]["reasons_seen.gpu0"] == 0x4
+    series = sustained["series"]["gpus"]["0"]
+    assert len(series["t"]) <= burnin.SERIES_POINTS + 1 and len(series["power_w"]) == len(series["t"])
+    assert len(burnin.downsample(_raw_sustained())["t"]) <= burnin.SERIES_POINTS  # downsample since fixed
+    for check_id in ("stress.memory_test", "stress.consistency", "cuda.memory_bandwidth"):
+        assert _check(report, check_id)["status"] == "pass"
+
+
+def test_every_fault_has_a_report_and_a_record():
+    names = {p.name[:-5] for p in (BURNIN / "faults").glob("*.json") if not p.name.endswith(".record.json")}
+    assert names == set(EXPECTED)
+    assert {p.name[:-12] for p in (BURNIN / "faults").glob("*.record.json")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def test_each_fault_is_named_and_none_passes(fault):
+    report = _load(BURNIN / "faults" / ("%s.json" % fault))
+    assert not list(VALIDATOR.iter_errors(report))
+    verdict, check_id, signature, words = EXPECTED[fault]
+    assert report["verdict"] == verdict != "pass"
+    check = _check(report, check_id)
+    assert signature in check["signatures"] and words in check["summary"], check
+
+
+def _replay_l4_to_l7(record):
+    """test_real_faults.replay, with L7 among the layers judged again."""
+    report = record["report"]
+    ctx = engine.Context(report["mode"], options=record["options"], environ=record["environ"])
+    ctx.facts = {k: v for k, v in record["facts"].items() if k not in SET_BY_REPLAYED}
+    ctx.pool = ReplayPool(record["tasks"])
+    recorded = {c["id"]: c for c in report["checks"]}
+    checks = []
+    for spec in registry.load_all():
+        if spec.id not in recorded:
+            continue
+        result = engine._run_one(spec, ctx) if spec.layer in REPLAYED else dict(recorded[spec.id])
+        if spec.id == "torch.import":
+            torch_info(ctx)
+        ctx.results[spec.id] = result
+        checks.append(result)
+    engine.enforce_layer_order(checks)
+    return {c["id"]: c for c in checks}, recorded
+
+
+RECORDS = [Path(str(HEALTHY) + ".record.json")] + sorted((BURNIN / "faults").glob("*.record.json"))
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.name.split(".")[0])
+def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
+    replayed, recorded = _replay_l4_to_l7(_load(path))
+    judged = [c for c in recorded.values() if c["layer"] in REPLAYED and c["status"] != "skip"]
+    assert judged or "alloc-conf" in path.name or "cvd" in path.name
+    for check_id, check in recorded.items():
+        again = replayed[check_id]
+        assert (again["status"], again["signatures"]) == (check["status"], check["signatures"]), check_id
+        assert again["summary"] == check["summary"], check_id
+        assert again["metrics"] == check["metrics"], check_id
+        if check.get("series") and len(check["series"]["gpus"]["0"]["t"]) > burnin.SERIES_POINTS:
+            # recorded before downsample's last bucket was fixed (151 points for 150): the figures agree
+            series, kept = again["series"]["gpus"]["0"], check["series"]["gpus"]["0"]
+            assert len(series["t"]) <= burnin.SERIES_POINTS and max(series["power_w"]) <= max(kept["power_w"]) + 1
+        else:
+            assert again.get("series") == check.get("series"), check_id
+
+
+def _raw_sustained(path=str(HEALTHY) + ".record.json"):
+    record = _load(path)
+    (task,) = [t for t in record["tasks"] if t["task"].endswith(":gpu_sustained")]
+    return task["outcomes"][0]["result"]["gpus"][0]
+
+
+def test_the_raw_300_s_series_is_normal_and_a_slowdown_written_into_it_fails():
+    gpu = _raw_sustained()
+    h200 = expectations.sku_for("NVIDIA H200")
+    findings, metrics = burnin.judge_sustained([gpu], h200)
+    assert findings.status == "pass" and len(gpu["sampler"]["samples"]) >= 290
+    assert gpu["windows"][0]["tflops"] > 730 and 660 < metrics["sustained_bf16_tflops"] < 690
+    hot = copy.deepcopy(gpu)
+    for sample in hot["sampler"]["samples"][150:160]:
+        sample["reasons"] |= 0x40
+    findings, _ = burnin.judge_sustained([hot], h200)
+    assert findings.status == "fail" and findings.signatures == ["throttle_thermal"]
+
+
+def test_the_busy_run_shows_the_intruder_in_its_raw_samples():
+    gpu = _raw_sustained(BURNIN / "faults" / "busy-during-burnin.record.json")
+    with_two = [s for s in gpu["sampler"]["samples"] if len(s.get("pids") or []) > 1]
+    assert with_two and 10 < with_two[0]["t"] < 30
+    # the throughput halves while the intruder computes: the same rules without the PIDs see it as decay
+    blind = copy.deepcopy(gpu)
+    for sample in blind["sampler"]["samples"]:
+        sample["pids"] = None
+    findings, _ = burnin.judge_sustained([blind], expectations.sku_for("NVIDIA H200"))
+    assert findings.status != "pass"
