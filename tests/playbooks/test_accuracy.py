@@ -3,8 +3,10 @@
 Splits: `dev` (tuned on; also the similarity fallback's examples, cudaweb/playbooks/knowledge/examples.jsonl),
 `holdout-a` (gathered before any change of issue 11 and measured once on the code as it was), `holdout-b`
 (gathered blind while the rules were tuned, measured once after) and `holdout-c` (gathered blind at the end,
-measured once on them) and `holdout-d` (gathered blind after the last change, measured once: the final figure). docs/benchmarks.md keeps the figures
-with their dates; bench/triage_accuracy.py prints them. Run with -s to see the figures here.
+measured once on them) and `holdout-d` (gathered blind after the last change, measured once: the final figure).
+`repeat` holds the holdout texts that turned out near copies of a text of an earlier split (bench/corpus_repeats.py,
+issue 23): in no holdout figure, not among the examples. docs/benchmarks.md keeps the figures with their dates;
+bench/triage_accuracy.py prints them. Run with -s to see the figures here.
 """
 
 import io
@@ -19,7 +21,8 @@ from cudaweb.playbooks.library import CATEGORIES
 from cudaweb.playbooks.matcher import CONFIDENT, triage
 
 CORPUS_PATH = Path(__file__).parent.parent / "data" / "triage_corpus.jsonl"
-SPLITS = {"dev", "holdout-a", "holdout-b", "holdout-c", "holdout-d"}
+SPLITS = {"dev", "holdout-a", "holdout-b", "holdout-c", "holdout-d", "repeat"}
+HOLDOUTS = ("holdout-a", "holdout-b", "holdout-c", "holdout-d")
 
 
 def _corpus(split=None):
@@ -48,8 +51,8 @@ def test_the_corpus_is_real_sourced_and_covers_every_category():
     assert len({e["id"] for e in entries}) == len(entries)
     # one text per page (a standard message, "Torch not compiled with CUDA enabled", recurs across pages)
     assert len({e["source"].rstrip("/").split("#")[0].lower() for e in entries}) == len(entries)
-    assert all(len([e for e in entries if e["split"] == s]) >= 60 for s in ("holdout-a", "holdout-b", "holdout-c",
-                                                                                   "holdout-d"))
+    assert all(len([e for e in entries if e["split"] == s]) >= 50 for s in HOLDOUTS)
+    assert all(e["gathered_as"] in HOLDOUTS and e["repeat_of"] for e in entries if e["split"] == "repeat")
 
 
 def _words(text):
@@ -79,7 +82,7 @@ def test_dev_accuracy_with_each_text_left_out_of_the_examples():
 def test_triage_log_on_the_holdouts(tmp_path):
     """The holdouts through the command's interface: one object per input, ranked playbooks {id, category, score}."""
     figures = {}
-    for split in ("holdout-a", "holdout-b", "holdout-c", "holdout-d"):
+    for split in HOLDOUTS:
         entries = _corpus(split)
         paths = []
         for entry in entries:
@@ -99,5 +102,6 @@ def test_triage_log_on_the_holdouts(tmp_path):
         assert figures[split][0] >= top1 - 1e-9 and figures[split][1] >= top3 - 1e-9, split
 
 
-FLOOR = {"holdout-a": (74 / 76, 76 / 76), "holdout-b": (82 / 87, 86 / 87), "holdout-c": (60 / 65, 63 / 65),
-         "holdout-d": (68 / 69, 69 / 69)}
+# measured on c28c332 (the code of 2026-11-30) once the near copies had moved to `repeat` (issue 23)
+FLOOR = {"holdout-a": (62 / 64, 64 / 64), "holdout-b": (63 / 67, 66 / 67), "holdout-c": (48 / 53, 51 / 53),
+         "holdout-d": (56 / 56, 56 / 56)}
