@@ -35,6 +35,10 @@ DROPPED = {  # run on torch 2.11.0+cu130, NCCL 2.28.9, driver 580.159.04: what e
     "oom_cublas_workspace_config_too_large": "ran: the workspace size was not taken literally",
     "tf32_advice_warning": "our script's own error (lightning.pytorch.demos is not imported by lightning)",
 }
+MISLABELLED = {  # seen after the split: the run printed another failure than the one its category names
+    "ddp_parameter_marked_ready_twice": "printed 'element 0 of tensors does not require grad' (the checkpointed "
+                                        "input had no grad), not DDP's 'mark a variable ready only once'",
+}
 
 
 def groups(entries):
@@ -86,12 +90,13 @@ def main(path):
                         "command": run["command"], "rc": run["rc"], "timed_out": run["timed_out"],
                         "versions": run["versions"], "recorded": Path(path).name})
     all_groups = split(entries)
+    entries = [e for e in entries if e["id"][len("gpu-"):] not in MISLABELLED]
     with OUT.open("w", encoding="utf-8") as fh:
         for entry in sorted(entries, key=lambda e: (e["split"], e["id"])):
             fh.write(json.dumps(entry, sort_keys=True) + "\n")
     n_held = sum(e["split"] == "holdout-gpu" for e in entries)
-    print("%d texts (%d left out), %d groups of near copies: dev-gpu %d, holdout-gpu %d" % (
-        len(entries), len(DROPPED), len(all_groups), len(entries) - n_held, n_held))
+    print("%d texts (%d left out, %d mislabelled), %d groups of near copies: dev-gpu %d, holdout-gpu %d" % (
+        len(entries), len(DROPPED), len(MISLABELLED), len(all_groups), len(entries) - n_held, n_held))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from cudaweb.playbooks.library import CATEGORIES
 from cudaweb.playbooks.matcher import CONFIDENT, triage
 
 CORPUS_PATH = Path(__file__).parent.parent / "data" / "triage_corpus.jsonl"
+GPU_CORPUS_PATH = Path(__file__).parent.parent / "data" / "triage_gpu_corpus.jsonl"
+NEW_CATEGORIES = {"cublas_cudnn", "cuda_fork", "ddp_unused_parameters", "checkpoint_device", "deterministic_algorithms"}
 SPLITS = {"dev", "holdout-a", "holdout-b", "holdout-c", "holdout-d", "repeat"}
 HOLDOUTS = ("holdout-a", "holdout-b", "holdout-c", "holdout-d")
 
@@ -45,7 +47,13 @@ def test_the_corpus_is_real_sourced_and_covers_every_category():
     entries = _corpus()
     assert len(entries) >= 300
     per_category = Counter(e["category"] for e in entries)
-    assert set(per_category) == set(CATEGORIES) and min(per_category.values()) >= 15, per_category
+    # the five categories of issue 23 are mostly in the GPU corpus (tests/data/triage_gpu_corpus.jsonl)
+    assert set(per_category) == set(CATEGORIES) - NEW_CATEGORIES | {"checkpoint_device"}, per_category
+    assert min(n for c, n in per_category.items() if c not in NEW_CATEGORIES) >= 15, per_category
+    both = per_category + Counter(json.loads(line)["category"] for line in GPU_CORPUS_PATH.open(encoding="utf-8"))
+    assert min(both[c] for c in NEW_CATEGORIES) >= 2, both
+    assert all(e["relabelled_from"] == "device_mismatch" and "deserialize object on" in e["text"]
+               for e in entries if "relabelled_from" in e)
     assert all(e["source"].startswith("https://github.com/") for e in entries)
     assert {e["split"] for e in entries} == SPLITS
     assert len({e["id"] for e in entries}) == len(entries)
@@ -61,13 +69,15 @@ def _words(text):
 
 def test_the_fallback_learns_from_the_dev_split_only():
     """The examples are the dev texts, less any whose words are also a holdout's (a standard message recurs on
-    several pages): no holdout text can be found in the examples."""
+    several pages), then the GPU corpus's dev-gpu texts: no holdout text can be found in the examples (and none
+    is a near copy of one: test_novelty.py)."""
     examples = [json.loads(line) for line in similarity.EXAMPLES_PATH.open(encoding="utf-8")]
-    held = {_words(e["text"]) for e in _corpus() if e["split"] != "dev"}
-    dev = [e for e in _corpus("dev") if _words(e["text"]) not in held]
+    gpu = [json.loads(line) for line in GPU_CORPUS_PATH.open(encoding="utf-8")]
+    held = {_words(e["text"]) for e in _corpus() + gpu if e["split"] not in ("dev", "dev-gpu")}
+    dev = [e for e in _corpus("dev") if _words(e["text"]) not in held] + [e for e in gpu if e["split"] == "dev-gpu"]
     assert [(e["id"], e["category"], e["source"], e["text"]) for e in examples] == [
         (e["id"], e["category"], e["source"], e["text"]) for e in dev]
-    assert not {_words(e["text"]) for e in examples} & held and len(dev) >= 160
+    assert not {_words(e["text"]) for e in examples} & held and len(dev) >= 210
 
 
 def test_dev_accuracy_with_each_text_left_out_of_the_examples():
