@@ -110,3 +110,22 @@ def test_traceback_frames_are_not_what_the_fallback_compares():
               "line 1775, in _call_impl\n    return forward_call(*args, **kwargs)\n           ^^^^^^^^^^^^^^^^^^^^^\n")
     assert similarity.terms(frames) == ["forward_call", "forward", "call", "args", "kwargs"]
     assert similarity.terms("[rank3]:   File \"/x/train.py\", line 9, in main\nValueError: bad") == ["valueerror", "bad"]
+
+
+def test_the_communication_failure_printed_first_leads_the_ones_it_caused():
+    text = ("[rank0]:[E1201 07:51:39.716 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) "
+            "ran for 3001 milliseconds before timing out.\n"
+            "[rank0]: Collective WorkNCCL(SeqNum=1) raised the following async exception: NCCL error: unhandled "
+            "system error (run with NCCL_DEBUG=INFO for details)\nncclSystemError: System call (e.g. socket, malloc) "
+            "or external library call failed or device error.\n")
+    result = triage(text)
+    assert [m.playbook.category for m in result.sequence] == ["nccl_timeout", "nccl_network"]
+
+
+def test_a_backend_error_is_what_it_wraps():
+    """DistBackendError wraps every backend error: the wrapped CUDA failure decides, not the wrapper."""
+    text = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3135, unhandled cuda error "
+            "(run with NCCL_DEBUG=INFO for details)\nncclUnhandledCudaError: Call to CUDA function failed.\n"
+            "Last error:\nCuda failure 'out of memory'")
+    assert triage(text).playbooks[0].playbook.category == "oom"
