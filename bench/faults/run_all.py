@@ -75,11 +75,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument("--batch", help="only the faults of this batch (faults.py: a, b)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu-faults"))
     parser.add_argument("--budget", type=float, default=600.0, help="seconds; faults not started by then are skipped")
     args = parser.parse_args()
     repo = HERE.parent.parent
     items = [faults.FAULTS[n] for n in args.names] if args.names else list(faults.FAULTS.values())
+    items = [i for i in items if args.batch is None or i["batch"] == args.batch]
     ports = {item["name"]: FIRST_PORT + 3 * i for i, item in enumerate(items)}
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
