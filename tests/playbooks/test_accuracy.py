@@ -112,6 +112,7 @@ def test_triage_log_on_the_holdouts(tmp_path):
         assert figures[split][0] >= top1 - 1e-9 and figures[split][1] >= top3 - 1e-9, split
 
 
-# measured on c28c332 (the code of 2026-11-30) once the near copies had moved to `repeat` (issue 23)
-FLOOR = {"holdout-a": (62 / 64, 64 / 64), "holdout-b": (63 / 67, 66 / 67), "holdout-c": (48 / 53, 51 / 53),
+# raised to the final code of issue 23 (2026-12-01); the figures measured on c28c332 once the near copies had
+# moved to `repeat` were holdout-a 62/64 64/64, holdout-b 63/67 66/67, holdout-c 48/53 51/53, holdout-d 56/56 56/56
+FLOOR = {"holdout-a": (64 / 64, 64 / 64), "holdout-b": (64 / 67, 66 / 67), "holdout-c": (49 / 53, 51 / 53),
          "holdout-d": (56 / 56, 56 / 56)}
