@@ -128,8 +128,9 @@ def _score(book, text, signatures, metrics, hits, present):
 def _order(matches):
     """Best score first, except that a consequence never leads its cause: when the best is a communication
     failure (a watchdog timeout, a remote error, a store that lost a worker) and a confident failure of another
-    kind comes earlier in the log, that one leads. The confident failures after the leader, and the
-    communication failures anywhere, are its "then"."""
+    kind comes earlier in the log, that one leads; failing that, the communication failure printed first leads
+    (a watchdog timeout before the errors of the communicator it aborted). The confident failures after the
+    leader, and the communication failures anywhere, are its "then"."""
     matches = sorted(matches, key=lambda m: (-m.score, m.playbook.id))
     failures = [m for m in matches if m.confident and m.first is not None and m.playbook.category not in ADVISORY]
     if len(failures) < 2:
@@ -137,8 +138,11 @@ def _order(matches):
     leader = matches[0]
     if leader.playbook.category in CONSEQUENCES and leader in failures:
         causes = [m for m in failures if m.playbook.category not in CONSEQUENCES and m.first < leader.first]
+        earlier = [m for m in failures if m.playbook.category in CONSEQUENCES and m.first < leader.first]
         if causes:
             leader = min(causes, key=lambda m: (m.first, -m.score))
+        elif earlier:  # among communication failures the first one printed: a timeout, then the abort's errors
+            leader = min(earlier, key=lambda m: (m.first, -m.score))
     if leader not in failures:
         return matches
     for m in failures:  # what followed the leader, and the communication failures it explains wherever they are

@@ -28,12 +28,28 @@ STOP = frozenset("""the a an and or of to in on at for is are was were be been i
     line file self none true false return def import py lib site packages python local usr home""".split())
 _WORD = linear.compile(r"[A-Za-z_][A-Za-z0-9_]{1,48}", case_sensitive=True)
 _CAMEL = re.compile(r"[A-Z]+[a-z0-9]*|[a-z0-9]+")  # on one word of at most 49 characters
+# A Python traceback's frame lines say where a program was, not what went wrong; every traceback has them, so a
+# short example that is mostly frames was "similar" to any traceback (issue 23: the fallback's lean to one category).
+_FRAMES = linear.compile(r"^[^\n]{0,40}?(Traceback \(most recent call last\):|File \"[^\"\n]{1,400}\", line \d+(, in [^\n]{1,200})?)[ \t]*$|^[ \t\[\]a-z0-9:]*[~^]{3,}[ \t~^]*$", case_sensitive=True)
+
+
+def _without_frames(data):
+    """The text with traceback frame lines and caret lines blanked (same length: offsets do not matter here)."""
+    spans = [(m.start(), m.end()) for m in _FRAMES.finditer(data)]
+    if not spans:
+        return data
+    out, last = [], 0
+    for start, end in spans:
+        out += [data[last:start], b" " * (end - start)]
+        last = end
+    out.append(data[last:])
+    return b"".join(out)
 
 
 def terms(text):
     """Lower-cased words and identifiers; an identifier also gives its parts (cudaErrorNoDevice -> no, device)."""
     out = []
-    for match in _WORD.finditer(linear.utf8(text)):
+    for match in _WORD.finditer(_without_frames(linear.utf8(text))):
         word = match.group(0).decode("ascii")
         lower = word.lower()
         if lower not in STOP:

@@ -1,0 +1,1644 @@
+"""Faults a training job meets, each made for real inside this process (never a GPU setting): one function a fault.
+
+    python3 bench/faults/faults.py NAME          # one fault; what it prints is the text of the corpus
+    python3 bench/faults/faults.py --list        # name, category, launcher, environment as JSON lines
+
+Every fault is registered with the playbook category an operator needs for it (set when the fault was written,
+before any triage ran on its text), the environment it runs under, and how it is launched: `python` (this file),
+`torchrun` (N local workers of this file; each worker runs the function) or `child` (the function starts its own
+processes). Batch "b" was written after the first blind measurement, for a second blind holdout (its categories
+set before it ran, like the first's). bench/faults/run_all.py runs them all and keeps each text with its command and the versions.
+Memory-filling faults are `serial`: run_all.py runs them alone, so they cannot starve the others.
+"""
+
+import json
+import os
+import sys
+from datetime import timedelta
+
+FAULTS = {}
+
+
+def fault(category, env=None, launcher="python", nproc=1, serial=False, timeout=60, note="", batch="a"):
+    def register(fn):
+        FAULTS[fn.__name__] = {"name": fn.__name__, "category": category, "env": env or {}, "launcher": launcher,
+                               "nproc": nproc, "serial": serial, "timeout": timeout, "note": note or fn.__doc__ or "",
+                               "batch": batch, "fn": fn}
+        return fn
+    return register
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _sync():
+    _torch().cuda.synchronize()
+
+
+def _port():
+    return int(os.environ.get("FAULT_PORT", "29711"))
+
+
+def _world(backend, world_size=1, rank=0, **kwargs):
+    import torch.distributed as dist
+    dist.init_process_group(backend, init_method="tcp://127.0.0.1:%d" % _port(), rank=rank, world_size=world_size,
+                            **kwargs)
+    return dist
+
+
+def _env_world(backend, **kwargs):
+    """Under torchrun: the rank and world from its environment."""
+    import torch.distributed as dist
+    dist.init_process_group(backend, **kwargs)
+    return dist
+
+
+def _fill_gpu(leave_mib):
+    """Take the GPU's free memory in this process, leaving about leave_mib MiB; returns the blocks."""
+    torch = _torch()
+    free, _ = torch.cuda.mem_get_info()
+    blocks = []
+    chunk = 1 << 30
+    while free - chunk > leave_mib * (1 << 20):
+        try:
+            blocks.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+        except torch.OutOfMemoryError:
+            break
+        free, _ = torch.cuda.mem_get_info()
+    while free > leave_mib * (1 << 20) + (64 << 20):
+        try:
+            blocks.append(torch.empty(32 << 20, dtype=torch.uint8, device="cuda"))
+        except torch.OutOfMemoryError:
+            break
+        free, _ = torch.cuda.mem_get_info()
+    return blocks
+
+
+# ---- out-of-range indices and device-side asserts --------------------------------------------------------------
+
+@fault("illegal_access")
+def embedding_index_out_of_range():
+    """An embedding looked up with an id past its vocabulary."""
+    torch = _torch()
+    emb = torch.nn.Embedding(1000, 64).cuda()
+    ids = torch.tensor([[3, 17, 1000, 4]], device="cuda")
+    out = emb(ids)
+    print(out.sum().item())
+
+
+@fault("illegal_access")
+def cross_entropy_target_out_of_range():
+    """A classification target >= the number of classes."""
+    torch = _torch()
+    logits = torch.randn(8, 10, device="cuda", requires_grad=True)
+    target = torch.tensor([1, 2, 3, 10, 4, 5, 6, 7], device="cuda")
+    loss = torch.nn.functional.cross_entropy(logits, target)
+    loss.backward()
+    print(loss.item())
+
+
+@fault("illegal_access")
+def advanced_index_out_of_bounds():
+    """Fancy indexing with an index past the dimension, on the GPU."""
+    torch = _torch()
+    x = torch.randn(128, 16, device="cuda")
+    idx = torch.tensor([0, 5, 200], device="cuda")
+    print(x[idx].sum().item())
+
+
+@fault("illegal_access")
+def scatter_add_index_out_of_bounds():
+    """scatter_add_ with an index past the output size."""
+    torch = _torch()
+    out = torch.zeros(10, device="cuda")
+    index = torch.tensor([0, 3, 12, 5], device="cuda")
+    out.scatter_add_(0, index, torch.ones(4, device="cuda"))
+    print(out.sum().item())
+
+
+@fault("illegal_access")
+def gather_index_out_of_bounds():
+    """torch.gather with an index past the dimension."""
+    torch = _torch()
+    x = torch.randn(4, 6, device="cuda")
+    idx = torch.tensor([[0, 9], [1, 2], [3, 4], [5, 0]], device="cuda")
+    print(torch.gather(x, 1, idx).sum().item())
+
+
+@fault("illegal_access")
+def binary_cross_entropy_input_outside_0_1():
+    """BCE given logits instead of probabilities."""
+    torch = _torch()
+    pred = torch.randn(32, device="cuda") * 3
+    target = torch.randint(0, 2, (32,), device="cuda").float()
+    print(torch.nn.functional.binary_cross_entropy(pred, target).item())
+
+
+@fault("illegal_access")
+def nll_loss_negative_target():
+    """A padding label of -1 without ignore_index."""
+    torch = _torch()
+    logp = torch.log_softmax(torch.randn(6, 5, device="cuda"), dim=1)
+    target = torch.tensor([0, 1, -1, 2, 3, 4], device="cuda")
+    print(torch.nn.functional.nll_loss(logp, target, ignore_index=-100).item())
+
+
+@fault("illegal_access")
+def assert_async_false():
+    """torch._assert_async on a false condition (a data check on the GPU)."""
+    torch = _torch()
+    labels = torch.tensor([3, 1, 7], device="cuda")
+    torch._assert_async((labels < 5).all())
+    _sync()
+
+
+@fault("illegal_access")
+def cupy_kernel_illegal_address():
+    """A custom CUDA kernel writing far past its buffer (CuPy RawKernel), then a torch call."""
+    import cupy
+    torch = _torch()
+    kernel = cupy.RawKernel(r'''
+    extern "C" __global__ void scatter(float* out, const long long* idx, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) out[idx[i]] = 1.0f;
+    }''', "scatter")
+    out = torch.zeros(1024, device="cuda")
+    idx = torch.tensor([1, 2, 1 << 40], device="cuda")
+    kernel((1,), (32,), (out.data_ptr(), idx.data_ptr(), 3))
+    print(out.sum().item())
+
+
+@fault("illegal_access")
+def cupy_kernel_misaligned_address():
+    """A custom kernel reading a float4 from an address that is not 16-byte aligned."""
+    import cupy
+    kernel = cupy.RawKernel(r'''
+    extern "C" __global__ void load4(const char* base, float* out) {
+        const float4* p = reinterpret_cast<const float4*>(base + 4);
+        float4 v = *p;
+        out[0] = v.x + v.y + v.z + v.w;
+    }''', "load4")
+    base = cupy.zeros(64, dtype=cupy.uint8)
+    out = cupy.zeros(1, dtype=cupy.float32)
+    kernel((1,), (1,), (base, out))
+    cupy.cuda.runtime.deviceSynchronize()
+
+
+@fault("illegal_access", env={"TRITON_DEBUG": "1"})
+def triton_device_assert():
+    """A Triton kernel's own tl.device_assert on a bad index."""
+    import triton
+    import triton.language as tl
+    torch = _torch()
+
+    @triton.jit
+    def lookup(table, idx, out, n, size: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n
+        i = tl.load(idx + offs, mask=mask, other=0)
+        tl.device_assert(i < size, "index out of range")
+        tl.store(out + offs, tl.load(table + i, mask=mask), mask=mask)
+
+    table = torch.randn(16, device="cuda")
+    idx = torch.tensor([1, 2, 40, 3], device="cuda")
+    out = torch.empty(4, device="cuda")
+    lookup[(1,)](table, idx, out, 4, size=16, BLOCK=16)
+    print(out.sum().item())
+
+
+# ---- invalid ordinals and hidden devices ------------------------------------------------------------------------
+
+@fault("device_access", note="a device index past torch.cuda.device_count() (1 on this host)")
+def tensor_on_missing_ordinal():
+    """A tensor put on cuda:3 of a one-GPU host."""
+    torch = _torch()
+    x = torch.ones(4, device="cuda:3")
+    print(x)
+
+
+@fault("device_access")
+def set_device_missing_ordinal():
+    """torch.cuda.set_device(LOCAL_RANK) with a rank past the GPUs."""
+    torch = _torch()
+    local_rank = 5
+    torch.cuda.set_device(local_rank)
+    torch.zeros(1, device="cuda")
+
+
+@fault("device_access")
+def get_device_properties_missing():
+    """torch.cuda.get_device_properties of a GPU that is not there."""
+    torch = _torch()
+    print(torch.cuda.get_device_name(0))
+    print(torch.cuda.get_device_properties(4))
+
+
+@fault("device_access", env={"CUDA_VISIBLE_DEVICES": "7"})
+def cuda_visible_devices_names_missing_gpu():
+    """CUDA_VISIBLE_DEVICES names a GPU index the host does not have."""
+    torch = _torch()
+    print("cuda available:", torch.cuda.is_available(), "devices:", torch.cuda.device_count())
+    model = torch.nn.Linear(4, 4).cuda()
+    print(model)
+
+
+@fault("device_access", launcher="torchrun", nproc=2)
+def torchrun_rank_past_gpus():
+    """Two local workers on a one-GPU host, each on cuda:LOCAL_RANK."""
+    torch = _torch()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    model = torch.nn.Linear(8, 8).to("cuda:%d" % local_rank)
+    print(model(torch.randn(2, 8, device="cuda")).sum().item())
+
+
+@fault("device_access")
+def ddp_device_ids_missing_gpu():
+    """DDP told device_ids=[2] on a one-GPU host."""
+    torch = _torch()
+    _world("gloo")
+    model = torch.nn.Linear(8, 8).cuda()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[2])
+    print(ddp)
+
+
+# ---- allocator settings refused ---------------------------------------------------------------------------------
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segment:True"})
+def alloc_conf_unknown_key():
+    """A misspelt PYTORCH_CUDA_ALLOC_CONF key."""
+    torch = _torch()
+    print(torch.zeros(4, device="cuda").sum().item())
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:yes"})
+def alloc_conf_bad_boolean():
+    """expandable_segments given a value that is not True/False."""
+    torch = _torch()
+    print(torch.zeros(4, device="cuda").sum().item())
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:8"})
+def alloc_conf_split_size_too_small():
+    """max_split_size_mb below the allocator's minimum."""
+    torch = _torch()
+    print(torch.zeros(4, device="cuda").sum().item())
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:1.4"})
+def alloc_conf_gc_threshold_out_of_range():
+    """garbage_collection_threshold outside (0, 1)."""
+    torch = _torch()
+    print(torch.zeros(4, device="cuda").sum().item())
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocManaged"})
+def alloc_conf_unknown_backend():
+    """An allocator backend PyTorch does not have."""
+    torch = _torch()
+    print(torch.zeros(4, device="cuda").sum().item())
+
+
+@fault("oom")
+def memory_fraction_out_of_range():
+    """torch.cuda.set_per_process_memory_fraction(1.5)."""
+    torch = _torch()
+    torch.cuda.set_per_process_memory_fraction(1.5)
+
+
+# ---- out of memory, each kind ----------------------------------------------------------------------------------
+
+@fault("oom")
+def oom_single_huge_allocation():
+    """One tensor larger than the GPU."""
+    torch = _torch()
+    x = torch.empty(200 * (1 << 30) // 4, dtype=torch.float32, device="cuda")
+    print(x.shape)
+
+
+@fault("oom")
+def oom_under_memory_fraction():
+    """An allocation over this process's memory fraction (the GPU itself has room)."""
+    torch = _torch()
+    torch.cuda.set_per_process_memory_fraction(0.02)
+    kept = [torch.empty(512 << 20, dtype=torch.uint8, device="cuda") for _ in range(4)]
+    x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    print(len(kept), x.shape)
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+def oom_cuda_malloc_async():
+    """The cudaMallocAsync backend out of memory."""
+    torch = _torch()
+    x = torch.empty(300 << 30, dtype=torch.uint8, device="cuda")
+    print(x.shape)
+
+
+@fault("oom", env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+def oom_expandable_segments_in_backward():
+    """Backward of a wide layer under expandable segments, over a memory fraction."""
+    torch = _torch()
+    torch.cuda.set_per_process_memory_fraction(0.03)
+    layer = torch.nn.Linear(8192, 8192).cuda()
+    x = torch.randn(65536, 8192, device="cuda", requires_grad=True)
+    h = torch.relu(layer(x))
+    h = torch.relu(layer(h))
+    h.sum().backward()
+
+
+@fault("oom")
+def oom_activations_in_forward():
+    """A batch whose activations do not fit (attention scores of a long sequence)."""
+    torch = _torch()
+    torch.cuda.set_per_process_memory_fraction(0.05)
+    q = torch.randn(16, 16, 16384, 64, device="cuda", dtype=torch.float16)
+    scores = q @ q.transpose(-1, -2)
+    print(scores.softmax(-1).sum().item())
+
+
+@fault("oom", launcher="torchrun", nproc=1)
+def oom_inside_ddp():
+    """OOM in forward of a DDP model, under torchrun (NCCL, one rank)."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _env_world("nccl")
+    torch.cuda.set_per_process_memory_fraction(0.04)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(4096, 16384), torch.nn.GELU(), torch.nn.Linear(16384, 4096)).cuda(), device_ids=[0])
+    for step in range(3):
+        out = model(torch.randn(32768 * (step + 1), 4096, device="cuda"))
+        out.float().pow(2).mean().backward()
+    dist.destroy_process_group()
+
+
+@fault("oom", serial=True)
+def oom_cublas_workspace():
+    """The first matmul when the GPU is full: cuBLAS cannot get its handle or workspace."""
+    torch = _torch()
+    a = torch.randn(64, 64, device="cuda")
+    blocks = _fill_gpu(leave_mib=2)
+    print("held %d blocks" % len(blocks))
+    print((a @ a).sum().item())
+
+
+@fault("oom", env={"CUBLAS_WORKSPACE_CONFIG": ":4194304:8"})
+def oom_cublas_workspace_config_too_large():
+    """CUBLAS_WORKSPACE_CONFIG asking for a workspace larger than the GPU."""
+    torch = _torch()
+    a = torch.randn(256, 256, device="cuda")
+    print((a @ a).sum().item())
+
+
+@fault("oom", serial=True, launcher="child")
+def oom_context_when_another_process_holds_the_gpu():
+    """A second process starts CUDA while one of ours holds all the GPU's memory."""
+    import subprocess
+    import time
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys; sys.path.insert(0, %r); import faults; b = faults._fill_gpu(leave_mib=1); "
+        "print('ready', len(b), flush=True); import time; time.sleep(60)") % os.path.dirname(__file__)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        time.sleep(1)
+        done = subprocess.run([sys.executable, "-c", "import torch; x = torch.ones(1024, device='cuda'); "
+                               "print((x @ x).item())"], capture_output=True, text=True, timeout=60)
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        sys.exit(done.returncode)
+    finally:
+        holder.kill()
+
+
+@fault("oom", serial=True)
+def oom_nccl_init_on_full_gpu():
+    """NCCL's communicator set up when the GPU has no memory left."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    torch.zeros(1, device="cuda")
+    blocks = _fill_gpu(leave_mib=8)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 20, device="cuda") if not blocks else blocks[-1][:1024].float()
+    dist.all_reduce(x)
+    _sync()
+    print(x.sum().item())
+
+
+@fault("oom", serial=True)
+def oom_cudnn_conv_on_full_gpu():
+    """A convolution when the GPU has no memory left for cuDNN's workspace."""
+    torch = _torch()
+    torch.backends.cudnn.benchmark = True
+    conv = torch.nn.Conv2d(64, 128, 3, padding=1).cuda().half()
+    x = torch.randn(32, 64, 128, 128, device="cuda", dtype=torch.float16)
+    blocks = _fill_gpu(leave_mib=4)
+    print(len(blocks), conv(x).sum().item())
+
+
+@fault("oom")
+def oom_pinned_host_memory():
+    """Pinned host memory larger than the host has."""
+    torch = _torch()
+    x = torch.empty(1 << 42, dtype=torch.uint8, pin_memory=True)
+    print(x.shape)
+
+
+# ---- NaN and inf: forward, backward (anomaly mode), loss scaler ----------------------------------------------
+
+@fault("amp_numerics")
+def anomaly_mode_nan_in_backward():
+    """Anomaly mode finds a NaN made by log of a negative number."""
+    torch = _torch()
+    torch.autograd.set_detect_anomaly(True)
+    w = torch.randn(16, device="cuda", requires_grad=True)
+    x = torch.randn(16, device="cuda")
+    loss = torch.log(w * x).sum()
+    loss.backward()
+
+
+@fault("amp_numerics")
+def anomaly_mode_sqrt_of_zero():
+    """Anomaly mode: the gradient of sqrt at 0 is inf, times 0 is NaN (a norm of a zero vector)."""
+    torch = _torch()
+    with torch.autograd.detect_anomaly():
+        v = torch.zeros(8, 3, device="cuda", requires_grad=True)
+        dist = (v - v.detach()).pow(2).sum(-1).sqrt()
+        dist.mean().backward()
+
+
+@fault("amp_numerics")
+def clip_grad_norm_non_finite():
+    """clip_grad_norm_(error_if_nonfinite=True) after a step that overflowed."""
+    torch = _torch()
+    model = torch.nn.Linear(32, 1).cuda()
+    x = torch.full((4, 32), 1e30, device="cuda")
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+
+
+@fault("amp_numerics")
+def grad_scaler_fp16_parameters():
+    """GradScaler with a model made half precision (model.half())."""
+    torch = _torch()
+    model = torch.nn.Linear(16, 16).cuda().half()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    loss = model(torch.randn(4, 16, device="cuda", dtype=torch.float16)).float().mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+
+
+@fault("amp_numerics")
+def grad_scaler_unscale_twice():
+    """scaler.unscale_ called twice in one step (once for clipping, once again)."""
+    torch = _torch()
+    model = torch.nn.Linear(16, 16).cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(torch.randn(4, 16, device="cuda")).float().mean()
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.unscale_(opt)
+
+
+@fault("amp_numerics")
+def grad_scaler_step_without_backward():
+    """scaler.step with no scaled backward in this iteration."""
+    torch = _torch()
+    model = torch.nn.Linear(16, 16).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    scaler.step(opt)
+
+
+@fault("amp_numerics")
+def grad_scaler_scale_collapses():
+    """A training loop under fp16 autocast whose gradients overflow every step; it prints loss and scale."""
+    torch = _torch()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 16)
+    for step in range(8):
+        x = torch.randn(32, 64, device="cuda") * 3000
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        print("step %d loss %s scale %s" % (step, loss.item(), scaler.get_scale()))
+
+
+@fault("amp_numerics")
+def fp16_forward_overflow_loss_inf():
+    """A plain loop whose fp16 forward overflows: it prints loss: inf, then nan."""
+    torch = _torch()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 512).cuda().half()
+    opt = torch.optim.SGD(model.parameters(), lr=10.0)
+    for step in range(4):
+        x = torch.randn(64, 512, device="cuda", dtype=torch.float16) * 40
+        loss = model(x).pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print("epoch 0 step %d loss: %s" % (step, loss.item()))
+
+
+@fault("amp_numerics")
+def multinomial_nan_probabilities():
+    """Sampling from probabilities that went NaN (a softmax of inf logits)."""
+    torch = _torch()
+    logits = torch.tensor([[1.0, float("inf"), float("inf")]], device="cuda")
+    probs = torch.softmax(logits, dim=-1)
+    print(torch.multinomial(probs, 1).item())
+
+
+@fault("amp_numerics")
+def nan_check_in_training_loop():
+    """A loop that checks torch.isfinite(loss) and stops, as many training scripts do."""
+    torch = _torch()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e4)
+    for step in range(50):
+        loss = model(torch.randn(8, 16, device="cuda")).pow(2).mean()
+        if not torch.isfinite(loss):
+            raise FloatingPointError("non-finite loss %s at step %d" % (loss.item(), step))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+# ---- collectives: mismatches, timeouts, desyncs --------------------------------------------------------------
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+def collective_shape_mismatch_detail():
+    """Ranks all_reduce tensors of different shapes; TORCH_DISTRIBUTED_DEBUG=DETAIL checks them."""
+    torch = _torch()
+    dist = _env_world("gloo")
+    x = torch.ones(4 if dist.get_rank() == 0 else 8)
+    dist.all_reduce(x)
+    print(x.sum())
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+def collective_op_mismatch_detail():
+    """Rank 0 all_reduces while rank 1 broadcasts (a branch that differs per rank)."""
+    torch = _torch()
+    dist = _env_world("gloo")
+    x = torch.ones(4)
+    if dist.get_rank() == 0:
+        dist.all_reduce(x)
+    else:
+        dist.broadcast(x, src=0)
+    print(x.sum())
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2)
+def gloo_collective_size_mismatch():
+    """Ranks all_reduce tensors of different sizes, no debug checks (gloo)."""
+    torch = _torch()
+    dist = _env_world("gloo", timeout=timedelta(seconds=10))
+    x = torch.ones(4 if dist.get_rank() == 0 else 1000)
+    dist.all_reduce(x)
+    print(x.sum())
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2)
+def gloo_allgather_uneven():
+    """all_gather with a different tensor size on each rank."""
+    torch = _torch()
+    dist = _env_world("gloo", timeout=timedelta(seconds=10))
+    n = 3 if dist.get_rank() == 0 else 5
+    out = [torch.zeros(n) for _ in range(2)]
+    dist.all_gather(out, torch.ones(n))
+    print(out)
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2)
+def gloo_rank_skips_collective_timeout():
+    """Rank 1 never reaches the all_reduce; gloo's timeout of 5 s fires on rank 0."""
+    import time
+    torch = _torch()
+    dist = _env_world("gloo", timeout=timedelta(seconds=5))
+    if dist.get_rank() == 0:
+        x = torch.ones(4)
+        dist.all_reduce(x)
+    else:
+        time.sleep(12)
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2)
+def monitored_barrier_rank_missing():
+    """monitored_barrier names the rank that did not arrive."""
+    import time
+    dist = _env_world("gloo")
+    if dist.get_rank() == 1:
+        time.sleep(10)
+    else:
+        dist.monitored_barrier(timeout=timedelta(seconds=3))
+
+
+@fault("nccl_timeout", timeout=60, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"})
+def nccl_watchdog_timeout():
+    """An NCCL all_reduce queued behind a kernel that runs past the group's 5 s timeout: the watchdog fires."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", timeout=timedelta(seconds=5), device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+    torch.cuda._sleep(int(3e10))
+    dist.all_reduce(x)
+    _sync()
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=1, timeout=60,
+       env={"TORCH_NCCL_DESYNC_DEBUG": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "100"})
+def nccl_timeout_desync_debug_torchrun():
+    """The watchdog timeout under torchrun with desync debugging and the flight recorder on."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _env_world("nccl", timeout=timedelta(seconds=5), device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 20, device="cuda")
+    dist.broadcast(x, src=0)
+    _sync()
+    torch.cuda._sleep(int(3e10))
+    dist.all_gather_into_tensor(torch.empty(1 << 20, device="cuda"), x)
+    _sync()
+
+
+@fault("nccl_timeout", timeout=60, env={"TORCH_NCCL_BLOCKING_WAIT": "1"})
+def nccl_blocking_wait_timeout():
+    """TORCH_NCCL_BLOCKING_WAIT=1: the timeout is raised in the waiting thread."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", timeout=timedelta(seconds=5), device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+    torch.cuda._sleep(int(3e10))
+    work = dist.all_reduce(x, async_op=True)
+    work.wait()
+
+
+@fault("nccl_timeout", timeout=60)
+def nccl_work_wait_timeout():
+    """work.wait(timeout=...) on a collective that cannot finish in time."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 20, device="cuda")
+    torch.cuda._sleep(int(3e10))
+    work = dist.all_reduce(x, async_op=True)
+    work.wait(timeout=timedelta(seconds=3))
+    _sync()
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2, timeout=60)
+def gloo_p2p_recv_never_sent():
+    """Rank 1 waits to receive what rank 0 never sends (a pipeline stage out of step)."""
+    import time
+    torch = _torch()
+    dist = _env_world("gloo", timeout=timedelta(seconds=5))
+    x = torch.zeros(16)
+    if dist.get_rank() == 1:
+        dist.recv(x, src=0)
+    else:
+        time.sleep(12)
+
+
+@fault("nccl_timeout", launcher="torchrun", nproc=2)
+def gloo_p2p_size_mismatch():
+    """Rank 0 sends 8 floats, rank 1 receives 4 (pipeline stages disagree on a shape)."""
+    torch = _torch()
+    dist = _env_world("gloo", timeout=timedelta(seconds=10))
+    if dist.get_rank() == 0:
+        dist.send(torch.ones(8), dst=1)
+    else:
+        x = torch.zeros(4)
+        dist.recv(x, src=0)
+        print(x)
+
+
+# ---- rendezvous ------------------------------------------------------------------------------------------------
+
+@fault("rendezvous")
+def store_client_connect_timeout():
+    """A TCPStore client to a master that never starts."""
+    from torch.distributed import TCPStore
+    TCPStore("127.0.0.1", _port(), world_size=2, is_master=False, timeout=timedelta(seconds=3))
+
+
+@fault("rendezvous")
+def init_world_two_only_one_arrives():
+    """init_process_group for world_size=2 when the other rank never starts."""
+    _world("gloo", world_size=2, rank=0, timeout=timedelta(seconds=5))
+
+
+@fault("rendezvous", launcher="child")
+def master_port_in_use():
+    """MASTER_PORT taken by a socket of ours when rank 0 starts its store."""
+    import socket
+    import subprocess
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    port = held.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    done = subprocess.run([sys.executable, "-c", "import torch.distributed as d; d.init_process_group('gloo')"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    sys.exit(done.returncode)
+
+
+@fault("rendezvous")
+def env_init_without_master_addr():
+    """init_process_group('nccl') from env:// with no MASTER_ADDR (launched with python, not torchrun)."""
+    import torch.distributed as dist
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        os.environ.pop(name, None)
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = "0", "1"
+    dist.init_process_group("nccl")
+
+
+@fault("rendezvous", env={"MASTER_ADDR": "trainer-0.cluster.invalid", "MASTER_PORT": "29500", "RANK": "1",
+                          "WORLD_SIZE": "2"})
+def master_addr_unresolvable():
+    """MASTER_ADDR is a host name that does not resolve."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", timeout=timedelta(seconds=8))
+
+
+@fault("rendezvous", launcher="child", timeout=90)
+def torchrun_rendezvous_timeout():
+    """torchrun for two nodes (c10d rendezvous) when only one node starts."""
+    import subprocess
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+                           "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:%d" % _port(), "--rdzv-id=job7",
+                           "--rdzv-conf=join_timeout=8,read_timeout=8", "-m", "json.tool", "--help"],
+                          capture_output=True, text=True, timeout=80)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    sys.exit(done.returncode)
+
+
+@fault("rendezvous")
+def ddp_without_process_group():
+    """DistributedDataParallel built before init_process_group."""
+    torch = _torch()
+    model = torch.nn.Linear(8, 8).cuda()
+    torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
+
+
+# ---- NCCL and transport errors ---------------------------------------------------------------------------------
+
+@fault("nccl_network", env={"NCCL_SOCKET_IFNAME": "ib-fabric9", "NCCL_DEBUG": "WARN"})
+def nccl_socket_ifname_missing():
+    """NCCL_SOCKET_IFNAME names an interface this host does not have."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(4, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+
+
+@fault("nccl_network", env={"NCCL_NET": "IB", "NCCL_DEBUG": "WARN"})
+def nccl_net_ib_required_missing():
+    """NCCL_NET=IB on a host without InfiniBand."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(4, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+
+
+@fault("nccl_network", env={"GLOO_SOCKET_IFNAME": "ib-fabric9"})
+def gloo_socket_ifname_missing():
+    """GLOO_SOCKET_IFNAME names an interface this host does not have."""
+    _world("gloo", timeout=timedelta(seconds=10))
+
+
+@fault("nccl_network", launcher="child")
+def nccl_two_ranks_one_gpu():
+    """Two NCCL ranks on the same GPU (a wrong LOCAL_RANK to device mapping)."""
+    import subprocess
+    code = ("import os, torch, torch.distributed as d; torch.cuda.set_device(0); "
+            "d.init_process_group('nccl', device_id=torch.device('cuda', 0)); x = torch.ones(4, device='cuda'); "
+            "d.all_reduce(x); torch.cuda.synchronize(); print(x)")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_port()), WORLD_SIZE="2", NCCL_DEBUG="WARN")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    rc = 0
+    for rank, proc in enumerate(procs):
+        try:
+            out, _ = proc.communicate(timeout=50)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        sys.stdout.write("".join("[rank%d]: %s\n" % (rank, line) for line in out.splitlines()))
+        rc = rc or proc.returncode
+    sys.exit(rc)
+
+
+@fault("nccl_network", env={"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
+                            "NCCL_SHM_DISABLE": "1", "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "=lo9"})
+def nccl_exact_ifname_missing():
+    """Every transport disabled but sockets, and the exact socket interface named does not exist."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(4, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+
+
+@fault("device_access")
+def peer_access_missing_gpu():
+    """Enabling peer access to a second GPU on a one-GPU host (P2P)."""
+    torch = _torch()
+    print("peer 0->1:", torch.cuda.can_device_access_peer(0, 1))
+
+
+@fault("device_mismatch")
+def nccl_all_reduce_cpu_tensor():
+    """An NCCL process group given a CPU tensor."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(4)
+    dist.all_reduce(x)
+
+
+# ---- device mismatches -----------------------------------------------------------------------------------------
+
+@fault("device_mismatch")
+def linear_input_on_cpu():
+    """A CPU batch into a model on the GPU."""
+    torch = _torch()
+    model = torch.nn.Linear(16, 4).cuda()
+    print(model(torch.randn(2, 16)))
+
+
+@fault("device_mismatch")
+def conv_input_on_cpu():
+    """A CPU image batch into a convolution on the GPU."""
+    torch = _torch()
+    conv = torch.nn.Conv2d(3, 8, 3).cuda()
+    print(conv(torch.randn(1, 3, 32, 32)).shape)
+
+
+@fault("device_mismatch")
+def tensor_created_in_forward_on_cpu():
+    """A mask made with torch.ones inside forward, without device=."""
+    torch = _torch()
+
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            mask = torch.tril(torch.ones(x.shape[1], x.shape[1]))
+            return self.proj(x) * mask
+
+    print(Masked().cuda()(torch.randn(8, 8, device="cuda")).sum())
+
+
+@fault("device_mismatch")
+def lstm_hidden_state_on_cpu():
+    """An LSTM on the GPU given an initial hidden state made on the CPU."""
+    torch = _torch()
+    lstm = torch.nn.LSTM(10, 20, batch_first=True).cuda()
+    h0 = (torch.zeros(1, 3, 20), torch.zeros(1, 3, 20))
+    print(lstm(torch.randn(3, 5, 10, device="cuda"), h0)[0].shape)
+
+
+@fault("device_mismatch")
+def index_with_cuda_indices_on_cpu_tensor():
+    """A CPU tensor indexed with indices on the GPU."""
+    torch = _torch()
+    table = torch.randn(100, 4)
+    idx = torch.tensor([1, 2, 3], device="cuda")
+    print(table[idx])
+
+
+@fault("device_mismatch")
+def numpy_of_cuda_tensor():
+    """.numpy() on a tensor on the GPU (a metric computed with numpy)."""
+    torch = _torch()
+    pred = torch.randn(10, device="cuda")
+    import numpy
+    print(numpy.mean(pred.numpy()))
+
+
+@fault("device_mismatch")
+def generator_on_other_device():
+    """A CPU generator passed to a random op on the GPU."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(1)
+    print(torch.randn(4, device="cuda", generator=gen))
+
+
+@fault("device_mismatch")
+def ddp_module_on_cpu_with_device_ids():
+    """DDP with device_ids=[0] for a module still on the CPU."""
+    torch = _torch()
+    _world("gloo")
+    model = torch.nn.Linear(8, 8)
+    torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])
+
+
+@fault("device_mismatch")
+def optimizer_state_on_cpu_for_gpu_params():
+    """Adam's state moved to the CPU (to save memory), then a step on the GPU (fused Adam)."""
+    torch = _torch()
+    model = torch.nn.Linear(8, 8).cuda()
+    opt = torch.optim.Adam(model.parameters(), fused=True)
+    model(torch.randn(2, 8, device="cuda")).sum().backward()
+    opt.step()
+    for state in opt.state.values():
+        for key, value in state.items():
+            if torch.is_tensor(value):
+                state[key] = value.cpu()
+    model(torch.randn(2, 8, device="cuda")).sum().backward()
+    opt.step()
+
+
+@fault("device_mismatch")
+def pin_memory_of_cuda_tensors():
+    """A DataLoader with pin_memory=True over a dataset that already returns GPU tensors."""
+    torch = _torch()
+    data = torch.utils.data.TensorDataset(torch.randn(16, 4, device="cuda"))
+    loader = torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True)
+    for (batch,) in loader:
+        print(batch.shape)
+
+
+@fault("device_mismatch")
+def loss_target_on_cpu():
+    """cross_entropy with predictions on the GPU and targets on the CPU."""
+    torch = _torch()
+    logits = torch.randn(4, 3, device="cuda")
+    target = torch.tensor([0, 1, 2, 1])
+    print(torch.nn.functional.cross_entropy(logits, target))
+
+
+# ---- checkpoints onto a missing GPU ----------------------------------------------------------------------------
+
+def _checkpoint_on(path, device_text):
+    """A checkpoint saved on cuda:0, its storages' location rewritten to another GPU (as if saved on rank 3)."""
+    import zipfile
+    torch = _torch()
+    torch.save({"model": torch.nn.Linear(4, 4).cuda().state_dict(), "step": 10}, path)
+    with zipfile.ZipFile(path) as src:
+        items = [(info, src.read(info.filename)) for info in src.infolist()]
+    with zipfile.ZipFile(path, "w") as dst:
+        for info, data in items:
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"cuda:0", device_text.encode())
+            dst.writestr(info, data)
+
+
+@fault("checkpoint_device")
+def load_checkpoint_saved_on_missing_gpu():
+    """torch.load of a checkpoint saved on cuda:3 on a one-GPU host."""
+    import tempfile
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:3")
+    state = torch.load(path)
+    print(state["step"])
+
+
+@fault("checkpoint_device", launcher="child")
+def load_gpu_checkpoint_without_cuda():
+    """torch.load of a GPU checkpoint in a process that sees no GPU (CUDA_VISIBLE_DEVICES='')."""
+    import subprocess
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:0")
+    done = subprocess.run([sys.executable, "-c", "import torch; s = torch.load(%r); print(s['step'])" % path],
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), capture_output=True, text=True, timeout=60)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    sys.exit(done.returncode)
+
+
+@fault("checkpoint_device")
+def load_checkpoint_map_location_to_missing_gpu():
+    """map_location naming a GPU the host does not have (cuda:LOCAL_RANK with a rank past the GPUs)."""
+    import tempfile
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:0")
+    state = torch.load(path, map_location="cuda:2")
+    print(state["step"])
+
+
+@fault("checkpoint_device")
+def load_state_dict_device_dict_map():
+    """map_location as a dict that maps cuda:1 to cuda:0 while the checkpoint says cuda:3."""
+    import tempfile
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:3")
+    state = torch.load(path, map_location={"cuda:1": "cuda:0"}, weights_only=True)
+    print(state["step"])
+
+
+# ---- CUDA in a forked DataLoader worker -------------------------------------------------------------------------
+
+class _GpuDataset:
+    """A dataset whose __getitem__ moves each item to the GPU (the mistake)."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        torch = _torch()
+        return torch.full((4,), float(i)).cuda()
+
+
+@fault("cuda_fork")
+def dataloader_worker_uses_cuda_after_fork():
+    """DataLoader(num_workers=2) with the default fork start, CUDA initialised in the parent, used in __getitem__."""
+    torch = _torch()
+    model = torch.nn.Linear(4, 1).cuda()
+    loader = torch.utils.data.DataLoader(_GpuDataset(), batch_size=8, num_workers=2)
+    for batch in loader:
+        print(model(batch).sum().item())
+
+
+@fault("cuda_fork")
+def multiprocessing_fork_after_cuda():
+    """A worker process forked after CUDA was initialised uses CUDA."""
+    import multiprocessing
+    torch = _torch()
+    torch.zeros(1, device="cuda")
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        print(pool.map(_cuda_square, [3]))
+
+
+def _cuda_square(x):
+    torch = _torch()
+    return (torch.tensor(float(x), device="cuda") ** 2).item()
+
+
+@fault("cuda_fork")
+def dataloader_collate_moves_to_cuda():
+    """A collate_fn that moves each batch to the GPU, in forked workers."""
+    torch = _torch()
+    torch.cuda.init()
+    data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+
+    def collate(items):
+        return torch.stack([x for (x,) in items]).to("cuda", non_blocking=True)
+
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2, collate_fn=collate)
+    print(sum(b.sum().item() for b in loader))
+
+
+# ---- DDP and unused parameters ---------------------------------------------------------------------------------
+
+class _Branchy:
+    @staticmethod
+    def model():
+        torch = _torch()
+
+        class Branchy(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.trunk = torch.nn.Linear(16, 16)
+                self.head_a = torch.nn.Linear(16, 4)
+                self.head_b = torch.nn.Linear(16, 4)
+
+            def forward(self, x):
+                return self.head_a(torch.relu(self.trunk(x)))  # head_b never used
+
+        return Branchy()
+
+
+def _ddp_steps(model, steps=3):
+    torch = _torch()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(8, 16, device="cuda")).sum().backward()
+        opt.step()
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1)
+def ddp_unused_parameter_second_iteration():
+    """A head that forward never uses, DDP without find_unused_parameters (NCCL, one rank)."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+    model = torch.nn.parallel.DistributedDataParallel(_Branchy.model().cuda(), device_ids=[0])
+    _ddp_steps(model)
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+def ddp_unused_parameter_debug_detail():
+    """The same with TORCH_DISTRIBUTED_DEBUG=DETAIL: the parameters are named."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+    model = torch.nn.parallel.DistributedDataParallel(_Branchy.model().cuda(), device_ids=[0])
+    _ddp_steps(model)
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1)
+def ddp_parameter_marked_ready_twice():
+    """Reentrant activation checkpointing inside DDP with find_unused_parameters=True."""
+    torch = _torch()
+    import torch.utils.checkpoint as checkpoint
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            x = checkpoint.checkpoint(self.block, x, use_reentrant=True)
+            return checkpoint.checkpoint(self.block, x, use_reentrant=True)
+
+    model = torch.nn.parallel.DistributedDataParallel(Checkpointed().cuda(), device_ids=[0],
+                                                      find_unused_parameters=True)
+    _ddp_steps(model)
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1)
+def ddp_find_unused_parameters_none_found():
+    """find_unused_parameters=True on a model that uses every parameter: DDP's warning."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 16).cuda(), device_ids=[0],
+                                                      find_unused_parameters=True)
+    _ddp_steps(model)
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1)
+def ddp_no_parameter_requires_grad():
+    """DDP around a frozen model (every parameter requires_grad=False)."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+    frozen = torch.nn.Linear(16, 16).cuda().requires_grad_(False)
+    torch.nn.parallel.DistributedDataParallel(frozen, device_ids=[0])
+
+
+@fault("ddp_unused_parameters", launcher="torchrun", nproc=1)
+def ddp_static_graph_changes():
+    """static_graph=True on a model whose used parameters change between iterations."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    _env_world("nccl")
+
+    class Switch(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.a(x) if self.calls % 2 else self.b(x)
+
+    model = torch.nn.parallel.DistributedDataParallel(Switch().cuda(), device_ids=[0], static_graph=True)
+    _ddp_steps(model, steps=4)
+
+
+# ---- cuBLAS / cuDNN / cuFFT status errors ----------------------------------------------------------------------
+
+@fault("cublas_cudnn")
+def cublas_invalid_value_cupy():
+    """A cuBLAS GEMM called with a leading dimension smaller than the matrix (CuPy's cuBLAS binding)."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+    handle = cupy.cuda.device.get_cublas_handle()
+    a = cupy.ones((64, 64), dtype=cupy.float32)
+    c = cupy.zeros((64, 64), dtype=cupy.float32)
+    one = numpy_float(1.0)
+    zero = numpy_float(0.0)
+    cublas.sgemm(handle, 0, 0, 64, 64, 64, one.ctypes.data, a.data.ptr, 16, a.data.ptr, 64, zero.ctypes.data,
+                 c.data.ptr, 64)
+    cupy.cuda.runtime.deviceSynchronize()
+
+
+def numpy_float(value):
+    import numpy
+    return numpy.array(value, dtype=numpy.float32)
+
+
+@fault("cublas_cudnn")
+def cublas_not_supported_fp8_layout():
+    """torch._scaled_mm (fp8 through cuBLASLt) with a layout cuBLASLt does not take."""
+    torch = _torch()
+    a = torch.randn(64, 32, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(32, 48, device="cuda").to(torch.float8_e4m3fn)
+    one = torch.tensor(1.0, device="cuda")
+    print(torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16).shape)
+
+
+@fault("cublas_cudnn")
+def cudnn_conv_batch_too_large():
+    """A convolution over a batch whose size cuDNN cannot index (over 2**31 elements per call)."""
+    torch = _torch()
+    conv = torch.nn.Conv3d(1, 1, 3, padding=1).cuda().half()
+    x = torch.randn(1, 1, 1300, 1300, 1300, device="cuda", dtype=torch.float16)
+    print(conv(x).shape)
+
+
+@fault("cublas_cudnn")
+def cudnn_rnn_non_contiguous_weights():
+    """cuDNN LSTM on weights made non-contiguous (flatten_parameters never called after a change)."""
+    torch = _torch()
+    lstm = torch.nn.LSTM(32, 64, num_layers=2).cuda()
+    with torch.no_grad():
+        lstm.weight_hh_l0.set_(lstm.weight_hh_l0.t().contiguous().t())
+    out, _ = lstm(torch.randn(10, 4, 32, device="cuda"))
+    print(out.sum().item())
+
+
+@fault("cublas_cudnn")
+def cufft_plan_too_large():
+    """A cuFFT plan larger than cuFFT can make."""
+    torch = _torch()
+    x = torch.randn(3, 2 ** 31 + 11, device="cuda", dtype=torch.float16)
+    print(torch.fft.rfft(x).shape)
+
+
+@fault("cublas_cudnn", env={"CUDNN_LOGERR_DBG": "1", "CUDNN_LOGDEST_DBG": "stderr"})
+def cudnn_conv_bad_param_grouped():
+    """A grouped transposed convolution with a channel count cuDNN cannot split, cuDNN's error log on."""
+    torch = _torch()
+    torch.backends.cudnn.benchmark = True
+    conv = torch.nn.ConvTranspose2d(6, 9, 3, groups=3).cuda()
+    x = torch.randn(2, 6, 16, 16, device="cuda").to(memory_format=torch.channels_last)
+    y = conv(x)
+    y.sum().backward()
+    print(y.shape)
+
+
+@fault("cublas_cudnn")
+def cublas_batched_gemm_huge_batch():
+    """bmm over more matrices than cuBLAS's grid allows in one call, fp16."""
+    torch = _torch()
+    a = torch.randn(2 ** 22, 2, 2, device="cuda", dtype=torch.float16)
+    print(torch.bmm(a, a).sum().item())
+
+
+# ---- deterministic algorithms ---------------------------------------------------------------------------------
+
+@fault("deterministic_algorithms")
+def deterministic_index_add():
+    """index_add_ on the GPU under torch.use_deterministic_algorithms(True)."""
+    torch = _torch()
+    torch.use_deterministic_algorithms(True)
+    out = torch.zeros(10, device="cuda")
+    out.index_add_(0, torch.tensor([1, 1, 2], device="cuda"), torch.ones(3, device="cuda"))
+    print(out)
+
+
+@fault("deterministic_algorithms")
+def deterministic_upsample_backward():
+    """Backward of bilinear upsampling on the GPU under deterministic algorithms."""
+    torch = _torch()
+    torch.use_deterministic_algorithms(True)
+    x = torch.randn(1, 3, 16, 16, device="cuda", requires_grad=True)
+    torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear").sum().backward()
+
+
+@fault("deterministic_algorithms")
+def deterministic_cublas_without_workspace_config():
+    """A matmul under deterministic algorithms without CUBLAS_WORKSPACE_CONFIG."""
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    torch = _torch()
+    torch.use_deterministic_algorithms(True)
+    a = torch.randn(32, 32, device="cuda")
+    print((a @ a).sum().item())
+
+
+@fault("deterministic_algorithms")
+def deterministic_warn_only_histc():
+    """torch.histc on the GPU with use_deterministic_algorithms(True, warn_only=True): a warning."""
+    torch = _torch()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    print(torch.histc(torch.randn(1000, device="cuda"), bins=10))
+
+
+@fault("deterministic_algorithms")
+def deterministic_ctc_loss_backward():
+    """CTC loss backward on the GPU (speech models) under deterministic algorithms."""
+    torch = _torch()
+    torch.use_deterministic_algorithms(True)
+    log_probs = torch.randn(50, 4, 20, device="cuda").log_softmax(2).detach().requires_grad_()
+    targets = torch.randint(1, 20, (4, 30), device="cuda", dtype=torch.long)
+    loss = torch.nn.functional.ctc_loss(log_probs, targets, torch.full((4,), 50, dtype=torch.long),
+                                        torch.full((4,), 30, dtype=torch.long))
+    loss.backward()
+
+
+@fault("deterministic_algorithms")
+def deterministic_scatter_reduce_and_cudnn_flag():
+    """cudnn.deterministic set, and use_deterministic_algorithms: scatter_reduce on the GPU refused."""
+    torch = _torch()
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    src = torch.randn(6, device="cuda")
+    out = torch.zeros(3, device="cuda").scatter_reduce(0, torch.tensor([0, 1, 1, 2, 2, 0], device="cuda"), src,
+                                                          reduce="amax")
+    print(out)
+
+
+# ---- performance advice the stack prints ---------------------------------------------------------------------
+
+@fault("performance")
+def sync_debug_mode_error_on_item():
+    """torch.cuda.set_sync_debug_mode('error'): a .item() in the loop synchronises."""
+    torch = _torch()
+    torch.cuda.set_sync_debug_mode("error")
+    loss = torch.randn(4, device="cuda").sum()
+    print(loss.item())
+
+
+@fault("performance")
+def tf32_advice_warning():
+    """fp32 matmuls with the default precision: PyTorch's TF32 advice (Lightning prints it too)."""
+    torch = _torch()
+    import lightning
+    model = lightning.pytorch.demos.boring_classes.BoringModel()
+    trainer = lightning.Trainer(max_steps=2, accelerator="gpu", devices=1, logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(model)
+    print(torch.get_float32_matmul_precision())
+
+
+# ---- batch b: written after the first blind measurement, run once for a second blind holdout ------------------
+
+class _CudaAttributeDataset:
+    """A dataset that keeps its data on the GPU and indexes it in __getitem__."""
+
+    def __init__(self):
+        self.data = _torch().randn(64, 4, device="cuda")
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return self.data[i] * 2
+
+
+@fault("cuda_fork", batch="b", timeout=30)
+def dataloader_dataset_holds_cuda_tensor():
+    """A dataset holding a GPU tensor, indexed in forked DataLoader workers."""
+    torch = _torch()
+    loader = torch.utils.data.DataLoader(_CudaAttributeDataset(), batch_size=16, num_workers=2)
+    print(sum(batch.sum().item() for batch in loader))
+
+
+def _gpu_norm(x):
+    torch = _torch()
+    return torch.linalg.norm(torch.full((8,), float(x), device="cuda")).item()
+
+
+@fault("cuda_fork", batch="b", timeout=30)
+def process_pool_executor_fork_after_cuda():
+    """concurrent.futures.ProcessPoolExecutor (fork) evaluating on the GPU after the parent initialised CUDA."""
+    import concurrent.futures
+    import multiprocessing
+    torch = _torch()
+    torch.cuda.synchronize()
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        print(list(pool.map(_gpu_norm, [1, 2, 3])))
+
+
+@fault("rendezvous", batch="b", timeout=30)
+def init_process_group_twice():
+    """A library calls init_process_group after the training script already did."""
+    _world("gloo")
+    _world("gloo")
+
+
+@fault("rendezvous", batch="b", timeout=30)
+def rank_outside_world_size():
+    """RANK=2 for WORLD_SIZE=2 (an off-by-one in a launcher script)."""
+    _world("gloo", world_size=2, rank=2, timeout=timedelta(seconds=5))
+
+
+@fault("rendezvous", batch="b", timeout=30, env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "95000", "RANK": "0",
+                                                  "WORLD_SIZE": "1"})
+def master_port_out_of_range():
+    """MASTER_PORT beyond 65535 (a job id pasted into the port)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+
+
+@fault("performance", batch="b", timeout=35)
+def lightning_tensor_core_advice():
+    """Lightning's advice on a GPU with Tensor Cores and fp32 matmuls at full precision."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.demos.boring_classes import BoringModel
+    trainer = pl.Trainer(max_steps=2, accelerator="gpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(BoringModel())
+
+
+@fault("performance", batch="b", timeout=40)
+def dataloader_more_workers_than_cpus():
+    """A DataLoader asking for more workers than the host has CPUs."""
+    torch = _torch()
+    data = torch.utils.data.TensorDataset(torch.randn(256, 4))
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=(os.cpu_count() or 8) * 2)
+    print(next(iter(loader))[0].shape)
+
+
+@fault("amp_numerics", batch="b", timeout=30)
+def autocast_dtype_not_supported():
+    """torch.autocast on CUDA asked for float32 (autocast is switched off, the step runs in fp32)."""
+    torch = _torch()
+    model = torch.nn.Linear(64, 64).cuda()
+    with torch.autocast("cuda", dtype=torch.float32):
+        out = model(torch.randn(8, 64, device="cuda"))
+    print(out.dtype)
+
+
+@fault("amp_numerics", batch="b", timeout=30)
+def custom_function_nan_gradient_anomaly():
+    """A custom autograd.Function whose backward divides by zero, found by anomaly mode."""
+    torch = _torch()
+
+    class SafeLog(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.log1p(x.clamp(min=0))
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 0 / (x - x)
+
+    torch.autograd.set_detect_anomaly(True)
+    x = torch.rand(16, device="cuda", requires_grad=True)
+    SafeLog.apply(x).sum().backward()
+
+
+@fault("amp_numerics", batch="b", timeout=30)
+def grad_scaler_no_inf_checks():
+    """scaler.step on an optimizer whose parameters got no gradient from the scaled loss."""
+    torch = _torch()
+    used, unused = torch.nn.Linear(8, 8).cuda(), torch.nn.Linear(8, 8).cuda()
+    opt = torch.optim.SGD(unused.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = used(torch.randn(4, 8, device="cuda")).float().mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+
+
+@fault("device_mismatch", batch="b", timeout=30)
+def torch_where_mixed_devices():
+    """torch.where with the condition on the GPU and the values on the CPU."""
+    torch = _torch()
+    cond = torch.rand(8, device="cuda") > 0.5
+    print(torch.where(cond, torch.ones(8), torch.zeros(8)))
+
+
+@fault("device_mismatch", batch="b", timeout=30)
+def embedding_indices_on_cpu():
+    """Token ids left on the CPU for an embedding on the GPU."""
+    torch = _torch()
+    emb = torch.nn.Embedding(100, 16).cuda()
+    print(emb(torch.tensor([[1, 2, 3]])).shape)
+
+
+@fault("device_access", batch="b", timeout=40)
+def init_process_group_device_id_missing_gpu():
+    """init_process_group(device_id=cuda:3) on a one-GPU host (a rank-to-GPU map for eight GPUs)."""
+    torch = _torch()
+    _world("nccl", device_id=torch.device("cuda", 3))
+
+
+@fault("device_access", batch="b", timeout=30, env={"CUDA_VISIBLE_DEVICES": "0,0"})
+def cuda_visible_devices_repeated():
+    """CUDA_VISIBLE_DEVICES naming the same GPU twice, then the second used."""
+    torch = _torch()
+    print("devices:", torch.cuda.device_count())
+    print(torch.ones(2, device="cuda:1"))
+
+
+@fault("checkpoint_device", batch="b", timeout=30)
+def safetensors_load_to_missing_gpu():
+    """safetensors.torch.load_file(device='cuda:3') on a one-GPU host."""
+    import tempfile
+    from safetensors.torch import load_file, save_file
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    save_file({"weight": torch.randn(4, 4)}, path)
+    print(load_file(path, device="cuda:3").keys())
+
+
+@fault("checkpoint_device", batch="b", timeout=30)
+def load_checkpoint_map_location_callable():
+    """map_location as a function putting every storage on cuda:3."""
+    import tempfile
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:0")
+    state = torch.load(path, map_location=lambda storage, location: storage.cuda(3))
+    print(state["step"])
+
+
+@fault("checkpoint_device", batch="b", timeout=30)
+def load_checkpoint_mmap_saved_on_missing_gpu():
+    """torch.load(mmap=True) of a checkpoint saved on cuda:5."""
+    import tempfile
+    torch = _torch()
+    path = os.path.join(tempfile.mkdtemp(), "ckpt.pt")
+    _checkpoint_on(path, "cuda:5")
+    state = torch.load(path, mmap=True, weights_only=True)
+    print(state["step"])
+
+
+@fault("cublas_cudnn", batch="b", timeout=30)
+def sdpa_cudnn_attention_unsupported():
+    """scaled_dot_product_attention forced to cuDNN attention with a head size it does not take."""
+    torch = _torch()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.randn(2, 4, 128, 320, device="cuda", dtype=torch.float16)
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        print(torch.nn.functional.scaled_dot_product_attention(q, q, q).shape)
+
+
+@fault("cublas_cudnn", batch="b", timeout=30)
+def cufft_plan_invalid_size_cupy():
+    """A cuFFT plan of size 0 (CuPy's cuFFT binding)."""
+    import cupy
+    from cupy.cuda import cufft
+    plan = cufft.Plan1d(0, cufft.CUFFT_C2C, 1)
+    print(plan, cupy.__version__)
+
+
+@fault("deterministic_algorithms", batch="b", timeout=30)
+def deterministic_debug_mode_grid_sample_backward():
+    """torch.set_deterministic_debug_mode('error') and grid_sample's backward on the GPU."""
+    torch = _torch()
+    torch.set_deterministic_debug_mode("error")
+    x = torch.randn(1, 3, 8, 8, device="cuda", requires_grad=True)
+    grid = torch.rand(1, 4, 4, 2, device="cuda") * 2 - 1
+    torch.nn.functional.grid_sample(x, grid, align_corners=False).sum().backward()
+
+
+@fault("nccl_network", batch="b", timeout=25, env={"NCCL_COMM_ID": "203.0.113.7:9", "NCCL_DEBUG": "WARN"})
+def nccl_comm_id_unreachable():
+    """NCCL_COMM_ID points the bootstrap at a root that cannot be reached."""
+    torch = _torch()
+    torch.cuda.set_device(0)
+    dist = _world("nccl", device_id=torch.device("cuda", 0))
+    x = torch.ones(4, device="cuda")
+    dist.all_reduce(x)
+    _sync()
+
+
+@fault("ddp_unused_parameters", batch="b", timeout=40)
+def ddp_unused_head_gloo_single_process():
+    """A two-head model whose second head is not in the loss, DDP over gloo in a plain python process."""
+    torch = _torch()
+    _world("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(_Branchy.model().cuda())
+    _ddp_steps(model, steps=2)
+
+
+def _list():
+    for item in FAULTS.values():
+        print(json.dumps({k: v for k, v in item.items() if k != "fn"}))
+
+
+def main(argv):
+    if argv[1:] == ["--list"]:
+        _list()
+        return
+    if len(argv) != 2 or argv[1] not in FAULTS:
+        sys.exit("usage: faults.py NAME | --list (%d faults)" % len(FAULTS))
+    FAULTS[argv[1]]["fn"]()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
