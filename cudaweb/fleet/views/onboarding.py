@@ -7,10 +7,11 @@ from django.views.decorators.http import require_POST
 
 from cudaweb.fleet import services
 from cudaweb.fleet.access import guarded
-from cudaweb.fleet.forms import DecisionForm
+from cudaweb.fleet.forms import DecisionForm, OnboardValidateForm
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.fleet.views.runs import run_context
 from cudaweb.nodes.models import HostKey, Node
+from cudaweb.validation import burnin
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
@@ -31,19 +32,24 @@ def node_onboard(request, node_id):
         step = "done"
     template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
     return render(request, template, dict(run_context(request, run), node=node, host_key=host_key, record=record,
-                                          step=step, decision_form=DecisionForm()))
+                                          step=step, decision_form=DecisionForm(),
+                                          validate_form=OnboardValidateForm()))
 
 
 @guarded
 @require_POST
 def onboard_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
+    form = OnboardValidateForm(request.POST)
     if not node.can_validate:
         messages.error(request, "Accept the node's host key first.")
+    elif not form.is_valid():
+        messages.error(request, "Choose full or full + burn-in, and the burn-in's length (%d to %d s)." % (
+            burnin.MIN_SECONDS, burnin.MAX_SECONDS))
     else:
         try:
-            run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
-                        trigger=ValidationRun.Trigger.WIZARD)
+            run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
+                        trigger=ValidationRun.Trigger.WIZARD, burnin_seconds=form.cleaned_data["burnin_seconds"])
         except BrokerUnavailable as exc:
             messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
     return redirect("fleet:node_onboard", node_id=node.id)
