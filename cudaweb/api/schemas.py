@@ -44,6 +44,13 @@ class RunBrief(Schema):
     finished: Optional[datetime]
 
 
+class Flaky(Schema):
+    runs: int = Field(description="runs with a flaky check (failed or warned on a figure, then passed) in the window")
+    days: int = Field(description="the window (CUDAWEB_FLAKY_DAYS)")
+    limit: int = Field(description="runs in the window from which the node is flagged (CUDAWEB_FLAKY_LIMIT)")
+    flagged: bool
+
+
 class NodeOut(Schema):
     name: str
     status: NodeStatus
@@ -59,6 +66,7 @@ class NodeOut(Schema):
     can_validate: bool = Field(description="the node's host key is accepted (or it is this host)")
     last_run: Optional[RunBrief]
     live_run: Optional[RunBrief] = Field(description="the run in progress, if any")
+    flaky: Flaky
 
 
 class NodeList(Schema):
@@ -73,6 +81,8 @@ class NodeDetail(NodeOut):
 
 class ValidateIn(Schema):
     mode: RunMode = "quick"
+    burnin_seconds: Optional[int] = Field(None, ge=60, le=24 * 3600,
+                                          description="burn-in mode: the sustained load's length (default 300)")
 
 
 class RunAccepted(Schema):

@@ -15,6 +15,7 @@ from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote import connect
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
+from cudaweb.validation.selectors import node_flakiness
 from cudaweb.validation.services import run_request
 
 RUNS_PER_PAGE = 25
@@ -53,6 +54,7 @@ def node_detail(request, node_id):
         "node": node, "host_key": host_key, "runs": runs, "validate_form": ValidateForm(),
         "charts": drift_selectors.node_charts(node),
         "records": node.acceptance_records.select_related("decided_by")[:10],
+        "flaky": node_flakiness(node),
     })
 
 

@@ -1,11 +1,12 @@
 """Onboarding a new node: host key, a full validation with live progress, then accept or quarantine."""
 
 from django.contrib import messages
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from cudaweb.fleet import services
+from cudaweb.accounts import audit
+from cudaweb.fleet import evidence, services
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import DecisionForm, OnboardValidateForm
 from cudaweb.fleet.models import AcceptanceRecord
@@ -78,7 +79,19 @@ def onboard_decide(request, node_id):
 def acceptance_detail(request, record_id):
     record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "run", "decided_by"), id=record_id)
     checks = (record.evidence.get("report") or {}).get("checks", [])
-    return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks})
+    return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks,
+                                                            "rests_on": evidence.record_rests_on(record)})
+
+
+@guarded
+def acceptance_bundle(request, record_id):
+    """The RMA evidence bundle (zip): the record, the node's recent history, the burn-in series as CSV."""
+    record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "decided_by"), id=record_id)
+    name, payload = evidence.rma_bundle(record)
+    audit.record("acceptance.bundle_exported", obj=record.node, record=str(record.id), bytes=len(payload))
+    response = HttpResponse(payload, content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="%s"' % name
+    return response
 
 
 @guarded

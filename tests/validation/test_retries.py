@@ -1,0 +1,106 @@
+"""Which checks are run a second time, and what two attempts make of a check and of the run, on real H200 reports."""
+
+import copy
+
+import pytest
+
+from cudaweb.nodes.models import Node
+from cudaweb.validation import burnin, retries
+from tests.drift.helpers import real_report
+
+
+def by_id(report):
+    return {c["id"]: c for c in report["checks"]}
+
+
+def test_a_figure_judged_busy_is_run_again_and_a_state_reading_is_not():
+    report = real_report("faults/busy-gpu1.json")
+    again, blocked = retries.retry_plan(report)
+    assert again == ["cuda.copy_bandwidth", "cuda.matmul", "cuda.p2p", "comm.nccl", "train.resnet18", "train.ddp"]
+    assert blocked == []
+    # the SW power cap and the other process's memory are readings of a state, not measured figures
+    warned = {c["id"] for c in report["checks"] if c["status"] == "warn"}
+    assert warned - set(again) == {"driver.clocks_thermal", "driver.processes"}
+
+
+def test_a_missing_thing_is_not_run_again():
+    report = real_report("faults/memory-hog-gpu0.json")  # cuda.context failed: out of memory
+    assert retries.retry_plan(report) == ([], [])
+    for name in ("faults/gpu-hidden-by-cvd.json", "faults/no-torch-in-venv.json", "faults/bad-socket-interface.json"):
+        assert retries.retry_plan(real_report(name))[0] == [], name
+
+
+@pytest.mark.parametrize("signatures, metrics, retried", [
+    (["matmul_below_expected"], {"tflops": 300.0}, True),
+    (["nccl_busbw_low", "gpu_slower_than_siblings"], {"busbw": 20.0}, True),
+    (["matmul_below_expected"], {}, False),  # no figure to judge
+    (["matmul_below_expected", "oom"], {"tflops": 1.0}, False),  # a broken thing among them
+    ([], {"tflops": 1.0}, False),
+    (["silent_data_corruption"], {"mismatches": 1}, False),  # a wrong result seen once is a finding, not noise
+])
+def test_the_rule_reads_the_signatures_and_the_metrics(signatures, metrics, retried):
+    check = {"id": "cuda.matmul", "status": "fail", "signatures": signatures, "metrics": metrics}
+    assert retries.on_a_figure(check) is retried
+
+
+def test_busy_then_idle_is_flaky_for_each_figure_and_the_state_warnings_remain():
+    first, second = real_report("faults/busy-gpu1.json"), real_report("h200-gpus2-standard.json")
+    again, blocked = retries.retry_plan(first)
+    merged, outcomes = retries.merge(first, second, again, blocked)
+    assert {cid: kind for cid, (kind, _) in outcomes.items()} == {cid: "flaky" for cid in again}
+    assert by_id(merged)["cuda.matmul"] == by_id(second)["cuda.matmul"]
+    assert [a["status"] for a in outcomes["cuda.matmul"][1]] == ["warn", "pass"]
+    assert merged["verdict"] == "warn"  # driver.clocks_thermal and driver.processes still warn
+    assert retries.label("flaky", outcomes["cuda.matmul"][1]) == "flaky (warned, then passed)"
+
+
+def test_a_failed_figure_that_blocked_others_reruns_them_when_it_turns_out_flaky():
+    healthy = real_report("h200-gpus2-standard.json")
+    first = copy.deepcopy(healthy)
+    checks = by_id(first)
+    checks["cuda.matmul"].update(status="fail", signatures=["matmul_below_expected"])
+    for cid in ("train.resnet18", "train.ddp"):
+        checks[cid].update(status="skip", blocked_by="cuda.matmul", summary="blocked: cuda.matmul did not pass")
+    first["verdict"] = "fail"
+    again, blocked = retries.retry_plan(first)
+    assert (again, blocked) == (["cuda.matmul"], ["train.resnet18", "train.ddp"])
+    merged, outcomes = retries.merge(first, healthy, again, blocked)
+    assert merged["verdict"] == "pass"
+    assert outcomes["train.ddp"][0] == "rerun" and by_id(merged)["train.ddp"]["status"] == "pass"
+    # twice failed: hard, the blocked checks stay skipped, the run fails
+    merged, outcomes = retries.merge(first, first, again, blocked)
+    assert outcomes["cuda.matmul"][0] == "hard" and "train.ddp" not in outcomes and merged["verdict"] == "fail"
+    assert retries.label("hard", outcomes["cuda.matmul"][1]) == "hard (failed twice)"
+
+
+def test_no_second_report_leaves_the_first_attempt_unconfirmed():
+    first = real_report("faults/busy-gpu1.json")
+    again, blocked = retries.retry_plan(first)
+    merged, outcomes = retries.merge(first, None, again, blocked)
+    assert merged["checks"] == first["checks"] and merged["verdict"] == "warn"
+    assert {kind for kind, _ in outcomes.values()} == {"unconfirmed"}
+
+
+def test_burnin_budget_and_arguments_grow_with_its_length(settings):
+    settings.CUDAWEB_AGENT_TIMEOUT = dict(settings.CUDAWEB_AGENT_TIMEOUT, full=1500, burnin=1500)
+    settings.CUDAWEB_BURNIN_MARGIN_S = 900
+    node = Node(name="n")
+    assert burnin.agent_budget_s(node, "burnin", 7200) == 1500 + 7200 + 900
+    assert burnin.agent_budget_s(node, "burnin", None) == 1500 + 300 + 900
+    assert burnin.agent_budget_s(node, "full", 7200) == 1500
+    assert burnin.agent_args("burnin", 1800) == ["--mode", "burnin", "--burnin-seconds", "1800"]
+    assert burnin.agent_args("standard", 1800) == ["--mode", "standard"]
+    assert burnin.describe("burnin", 1800) == "full + burn-in 30 min"
+    assert burnin.describe("burnin", 90) == "full + burn-in 90 s" and burnin.describe("full", None) == "full"
+
+
+def test_a_series_from_a_host_keeps_numbers_only():
+    check = {"id": "stress.sustained", "series": [
+        {"t": 1.0, "gpu": 0, "power_w": 690.5, "throttle": 4, "extra": "x"},
+        {"t": "<script>", "gpu": 0}, "junk", {"t": 2.0, "gpu": 1, "power_w": "700", "temp_c": True}]}
+    samples = burnin.series_of(check)
+    assert [s["t"] for s in samples] == [1.0, 2.0]
+    assert samples[0]["power_w"] == 690.5 and samples[1]["power_w"] is None and samples[1]["temp_c"] is None
+    assert set(samples[0]) == set(burnin.SERIES_FIELDS)
+    csv_text = burnin.series_csv(samples)
+    assert csv_text.splitlines()[0] == ",".join(burnin.SERIES_FIELDS) and len(csv_text.splitlines()) == 3
