@@ -253,11 +253,15 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
         if result.exit_status in TIMEOUT_EXIT_CODES:
             error = "the second attempt ran past its %d s budget" % budget
         else:
-            second = parse_report(result.stdout)
+            try:
+                second = parse_report(result.stdout)
+            except ReportError as exc:
+                error = "the second attempt printed no report (exit status %s): %s" % (result.exit_status, exc)
     except base.TransportError as exc:
         error = "the second attempt did not run: %s" % exc
-    except ReportError as exc:
-        error = "the second attempt printed no report: %s" % exc
+    except Exception as exc:  # ours, or the task's soft time limit: the first attempt's report is kept all the same
+        log.exception("run %s: the second attempt failed", run.id)
+        error = "the second attempt failed in the dashboard (%s: %s)" % (type(exc).__name__, exc)
     merged, outcomes = retries.merge(report, second, again, blocked)
     kinds = [kind for kind, _ in outcomes.values()]
     counted = ["%d %s" % (kinds.count(kind), kind) for kind in (retries.FLAKY, retries.HARD, retries.UNCONFIRMED)

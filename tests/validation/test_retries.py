@@ -104,3 +104,24 @@ def test_a_series_from_a_host_keeps_numbers_only():
     assert set(samples[0]) == set(burnin.SERIES_FIELDS)
     csv_text = burnin.series_csv(samples)
     assert csv_text.splitlines()[0] == ",".join(burnin.SERIES_FIELDS) and len(csv_text.splitlines()) == 3
+
+
+@pytest.mark.django_db
+def test_a_second_attempt_whose_interpreter_is_gone_keeps_the_first_report(tmp_path):
+    from cudaweb.remote import bundle
+    from cudaweb.validation.models import ValidationRun
+    from cudaweb.validation.services import run_retry_figures
+
+    node = Node.objects.create(name="gone", transport=Node.Transport.LOCAL, python_path=str(tmp_path / "no-python"))
+    run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING, mode="standard")
+    first = real_report("faults/busy-gpu1.json")
+    again, blocked = retries.retry_plan(first)
+    payload, digest = bundle.build()
+    merged, note, outcomes = run_retry_figures(run=run, report=first, again=again, blocked=blocked,
+                                               agent_args=["--mode", "standard", "--json"], budget=30,
+                                               payload=payload, digest=digest)
+    assert merged["checks"] == first["checks"] and note["report"] is None
+    # coreutils timeout finds no interpreter: 127, and nothing on stdout
+    assert note["error"] == "the second attempt printed no report (exit status 127): the agent printed nothing on stdout"
+    assert note["summary"] == "second attempt of 6 check(s): 6 unconfirmed"
+    assert {kind for kind, _ in outcomes.values()} == {"unconfirmed"}
