@@ -1,6 +1,6 @@
-"""Flaky or hard, through a real Celery worker: a check that failed or warned on a measured figure is run once more in the same
-run (`--only`), keeps both attempts, and the second attempt decides. The node's interpreter is tests/fakes/
-replay-python under two names, replaying the real H200 reports (its docstring says which)."""
+"""Flaky or hard, through a real Celery worker: a check that failed or warned on a measured figure is run once more
+in the same run (`--only`), keeps both attempts, and the second attempt decides. The node's interpreter is
+tests/fakes/replay-python under several names, replaying the real H200 reports (its docstring says which)."""
 
 from pathlib import Path
 
