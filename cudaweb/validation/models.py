@@ -5,7 +5,7 @@ from django.db import models
 from django.urls import reverse
 
 from cudaweb.nodes.models import Node
-from cudaweb.validation import retries
+from cudaweb.validation import burnin, retries
 
 
 class ValidationRun(models.Model):
@@ -98,6 +98,11 @@ class ValidationRun(models.Model):
     @property
     def is_live(self):
         return self.status in self.LIVE
+
+    @property
+    def mode_label(self):
+        """"standard", "full + burn-in 30 min": the mode in words, with the burn-in's length."""
+        return burnin.describe(self.mode, self.burnin_seconds)
 
     @property
     def duration_s(self):

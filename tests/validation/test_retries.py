@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from cudaweb.nodes.models import Node
-from cudaweb.validation import burnin, retries
+from cudaweb.validation import retries
 from tests.drift.helpers import real_report
 
 
@@ -79,31 +79,6 @@ def test_no_second_report_leaves_the_first_attempt_unconfirmed():
     merged, outcomes = retries.merge(first, None, again, blocked)
     assert merged["checks"] == first["checks"] and merged["verdict"] == "warn"
     assert {kind for kind, _ in outcomes.values()} == {"unconfirmed"}
-
-
-def test_burnin_budget_and_arguments_grow_with_its_length(settings):
-    settings.CUDAWEB_AGENT_TIMEOUT = dict(settings.CUDAWEB_AGENT_TIMEOUT, full=1500, burnin=1500)
-    settings.CUDAWEB_BURNIN_MARGIN_S = 900
-    node = Node(name="n")
-    assert burnin.agent_budget_s(node, "burnin", 7200) == 1500 + 7200 + 900
-    assert burnin.agent_budget_s(node, "burnin", None) == 1500 + 300 + 900
-    assert burnin.agent_budget_s(node, "full", 7200) == 1500
-    assert burnin.agent_args("burnin", 1800) == ["--mode", "burnin", "--burnin-seconds", "1800"]
-    assert burnin.agent_args("standard", 1800) == ["--mode", "standard"]
-    assert burnin.describe("burnin", 1800) == "full + burn-in 30 min"
-    assert burnin.describe("burnin", 90) == "full + burn-in 90 s" and burnin.describe("full", None) == "full"
-
-
-def test_a_series_from_a_host_keeps_numbers_only():
-    check = {"id": "stress.sustained", "series": [
-        {"t": 1.0, "gpu": 0, "power_w": 690.5, "throttle": 4, "extra": "x"},
-        {"t": "<script>", "gpu": 0}, "junk", {"t": 2.0, "gpu": 1, "power_w": "700", "temp_c": True}]}
-    samples = burnin.series_of(check)
-    assert [s["t"] for s in samples] == [1.0, 2.0]
-    assert samples[0]["power_w"] == 690.5 and samples[1]["power_w"] is None and samples[1]["temp_c"] is None
-    assert set(samples[0]) == set(burnin.SERIES_FIELDS)
-    csv_text = burnin.series_csv(samples)
-    assert csv_text.splitlines()[0] == ",".join(burnin.SERIES_FIELDS) and len(csv_text.splitlines()) == 3
 
 
 @pytest.mark.django_db
