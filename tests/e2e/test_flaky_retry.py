@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from cudaweb.accounts.models import AuditEvent
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.selectors import node_flakiness
 from cudaweb.validation.services import run_request
 from tests.conftest import wait_for_terminal
+from tests.e2e.test_failure_paths import make_node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
@@ -83,3 +85,12 @@ def test_burnin_mode_passes_its_length_and_keeps_the_series(celery_worker):
     assert sustained.layer == "L7" and run.retry == {}
     (check,) = [c for c in run.report["checks"] if c["id"] == "stress.sustained"]
     assert len(check["series"]) == 121 and check["series"][-1]["sm_clock_mhz"] == 1425
+
+
+def test_over_ssh_the_second_attempt_is_a_second_verified_connection(celery_worker, sshd):
+    node = make_node(sshd, "flaky-ssh", python=str(FAKES / "flaky-python"))
+    run = wait_for_terminal(run_request(node=node, mode="standard"), timeout=120)
+    assert run.status == ValidationRun.Status.PASSED, run.reason
+    assert run.checks.get(check_id="comm.nccl").retry == CheckResult.Retry.FLAKY
+    used = AuditEvent.objects.filter(action="credential.used", detail__purpose__startswith="run %s" % run.id)
+    assert sorted(event.detail["purpose"] for event in used) == ["run %s" % run.id, "run %s (second attempt)" % run.id]

@@ -105,6 +105,21 @@ def test_the_wizard_offers_full_plus_burnin_before_the_decision(operator_client,
     assert ValidationRun.objects.get(node=other).mode == "full"
 
 
+def test_at_the_decision_the_wizard_offers_a_burnin_first(operator_client, node):
+    full = store(node, real_report("h200-gpus2-full.json"), mode="full")
+    ValidationRun.objects.filter(id=full.id).update(trigger="wizard")
+    page = operator_client.get(reverse("fleet:node_onboard", args=[node.id])).content.decode()
+    assert 'id="decision-form"' in page and 'id="burnin-first"' in page
+    operator_client.post(reverse("fleet:onboard_validate", args=[node.id]), {"mode": "burnin", "burnin": "1800"})
+    page = operator_client.get(reverse("fleet:node_onboard", args=[node.id])).content.decode()
+    assert 'id="decision-form"' not in page and "full + burn-in 30 min" in page  # running; the decision waits
+    ValidationRun.objects.filter(status="PENDING").delete()  # as if the worker took it and ran it:
+    burnin_run = store(node, burnin_report(), mode="burnin", burnin_seconds=1800)
+    ValidationRun.objects.filter(id=burnin_run.id).update(trigger="wizard")
+    page = operator_client.get(reverse("fleet:node_onboard", args=[node.id])).content.decode()
+    assert 'name="run" value="%s"' % burnin_run.id in page and 'id="burnin-first"' not in page
+
+
 def test_a_schedule_can_run_burnin_with_its_length(operator_client, node):
     Node.objects.filter(id=node.id).update(labels=["nightly"])
     response = operator_client.post(reverse("runs:schedules"), {"label": "nightly", "every_hours": "24",
