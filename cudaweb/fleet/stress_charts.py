@@ -41,8 +41,8 @@ def _panel(samples, key, title, unit, t0, span):
     limits = sorted({s["power_limit_w"] for s in samples if s["power_limit_w"]}) if key == "power_w" else []
     low, high = min(values), max(values + limits)
     low = 0 if key in ("power_w", "tflops") else low
-    if high <= low:
-        high = low + 1
+    if high <= low:  # a flat series (the memory clock, locked): drawn across the middle
+        low, high = low - max(1, abs(low) * 0.05), high + max(1, abs(high) * 0.05)
 
     def x(t):
         return round((t - t0) / span * WIDTH, 1)
