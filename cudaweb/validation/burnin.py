@@ -1,5 +1,6 @@
 """Burn-in mode: its lengths, the agent's time budget and arguments, and the stress series its report carries."""
 
+import bisect
 import csv
 import io
 
@@ -11,10 +12,14 @@ MAX_SECONDS = 24 * 3600
 # What the pages offer; "custom" takes any length between MIN_SECONDS and MAX_SECONDS.
 DURATIONS = ((300, "5 min"), (1800, "30 min"), (7200, "2 h"))
 SUSTAINED_CHECK = "stress.sustained"
-# One sample of the sustained load (agents/cudaprobe stress.sustained, check key "series"), one GPU at one moment.
+# The flattened view of the agent's series (stress.sustained's "series": {"gpus": {"<index>": {"t": [...], "sm_mhz":
+# [...], ...}}}, agents/cudaprobe/burnin.py): one sample of one GPU at one moment, for the plots and the CSV.
 SERIES_FIELDS = ("t", "gpu", "sm_clock_mhz", "mem_clock_mhz", "power_w", "power_limit_w", "temp_c", "mem_temp_c",
-                 "throttle", "tflops")
-SERIES_CAP = 20000  # samples kept from a report (the agent downsamples; host output is untrusted)
+                 "throttle", "util", "tflops")
+SERIES_COLUMNS = (("sm_clock_mhz", "sm_mhz"), ("mem_clock_mhz", "mem_mhz"), ("power_w", "power_w"),
+                  ("temp_c", "temp_gpu_c"), ("mem_temp_c", "temp_mem_c"), ("throttle", "reasons"), ("util", "util"))
+SERIES_CAP = 2000  # points per GPU kept from a report (the agent sends 150; host output is untrusted)
+GPUS_CAP = 64
 
 
 def is_burnin(mode):
@@ -62,20 +67,46 @@ def _number(value):
     return value if isinstance(value, (int, float)) else None
 
 
+def _column(gpu, key):
+    values = gpu.get(key)
+    return [_number(v) for v in values[:SERIES_CAP]] if isinstance(values, list) else []
+
+
+def _nearest(windows, times, t):
+    """The value of the window whose time is nearest `t` (windows sorted by time), or None."""
+    if not windows:
+        return None
+    i = bisect.bisect_left(times, t)
+    candidates = [j for j in (i - 1, i) if 0 <= j < len(windows)]
+    return windows[min(candidates, key=lambda j: abs(times[j] - t))][1]
+
+
 def series_of(check):
-    """The samples of a stress.sustained check (its "series" key, or a list under metrics["series"]), each reduced
-    to SERIES_FIELDS with numbers only: what a report from a host says is not trusted."""
-    if not isinstance(check, dict):
+    """The samples of a stress.sustained check, flattened to SERIES_FIELDS (one per GPU and moment, by GPU then
+    time), numbers only: what a report from a host says is not trusted. Throughput has its own timeline
+    (tflops_t): each sample takes the window that ends nearest its time. The power limit is the check's metric
+    power_limit_w.gpu<index>."""
+    series = check.get("series") if isinstance(check, dict) else None
+    gpus = series.get("gpus") if isinstance(series, dict) else None
+    if not isinstance(gpus, dict):
         return []
-    raw = check.get("series")
-    if not isinstance(raw, list):
-        raw = (check.get("metrics") or {}).get("series") if isinstance(check.get("metrics"), dict) else None
-    if not isinstance(raw, list):
-        return []
+    metrics = check.get("metrics") if isinstance(check.get("metrics"), dict) else {}
     samples = []
-    for item in raw[:SERIES_CAP]:
-        if isinstance(item, dict) and _number(item.get("t")) is not None:
-            samples.append({field: _number(item.get(field)) for field in SERIES_FIELDS})
+    for name in sorted(gpus, key=lambda k: (len(str(k)), str(k)))[:GPUS_CAP]:
+        gpu = gpus[name]
+        if not isinstance(gpu, dict) or not str(name).isdigit():
+            continue
+        times = _column(gpu, "t")
+        columns = {field: _column(gpu, key) for field, key in SERIES_COLUMNS}
+        windows = sorted((t, v) for t, v in zip(_column(gpu, "tflops_t"), _column(gpu, "tflops")) if t is not None)
+        window_times = [t for t, _ in windows]
+        limit = _number(metrics.get("power_limit_w.gpu%s" % name))
+        for i, t in enumerate(times):
+            if t is None:
+                continue
+            sample = {"t": t, "gpu": int(name), "power_limit_w": limit, "tflops": _nearest(windows, window_times, t)}
+            sample.update({field: values[i] if i < len(values) else None for field, values in columns.items()})
+            samples.append(sample)
     return samples
 
 

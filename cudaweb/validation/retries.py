@@ -2,8 +2,8 @@
 attempts decide what it was.
 
 The rule (README, "Flaky or hard"): a check is run again when its status is fail or warn, it has at least one
-numeric metric, and every signature it carries names a figure judged against an expectation or the GPU's siblings
-(FIGURE_SIGNATURES, or a name ending in one of FIGURE_SUFFIXES). A missing or broken thing (no driver, an OOM, an
+numeric metric, and every signature it carries (remarks aside: REMARK_SIGNATURES) names a figure judged against
+an expectation, the GPU's siblings or its own series (FIGURE_SIGNATURES, or a name ending in FIGURE_SUFFIXES). A missing or broken thing (no driver, an OOM, an
 Xid, a wrong result, a setting) carries other signatures and is not run again: it would fail the same way, and a
 wrong result seen once is a finding, not noise. The second attempt passes: flaky (the check counts as passed, the run
 does not fail, the node's flaky count grows); it fails or warns again: hard; it does not measure the check (skipped,
@@ -12,8 +12,12 @@ errored, or the second agent run itself failed): unconfirmed, the first attempt 
 
 from agents.cudaprobe.engine import enforce_layer_order, verdict_of
 
-FIGURE_SUFFIXES = ("_below_expected", "_low", "_decay", "_sag")
-FIGURE_SIGNATURES = frozenset({"gpu_slower_than_siblings", "gpu_busy", "gpu_slower_under_load"})
+# The agent's figure signatures: matmul_below_expected, sustained_below_expected, copy_bandwidth_low,
+# memory_bandwidth_low, nccl_busbw_low, memory_clock_low, throughput_decay, ... A setting named as the cause
+# (env_setting_named), an Xid, ECC, throttle reasons, out of memory, a wrong result: none of these.
+FIGURE_SUFFIXES = ("_below_expected", "_low", "_decay")
+FIGURE_SIGNATURES = frozenset({"gpu_slower_than_siblings", "gpu_busy", "clock_sag_unexplained"})
+REMARK_SIGNATURES = frozenset({"no_reference_for_model"})  # said at pass: judged against the siblings only
 RETRIED_STATUSES = ("fail", "warn")
 RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2, "error": 2}
 FLAKY, HARD, UNCONFIRMED, RERUN = "flaky", "hard", "unconfirmed", "rerun"
@@ -25,7 +29,7 @@ def is_figure_signature(signature):
 
 def on_a_figure(check):
     """Whether a check failed or warned on a measured figure, not on a missing or broken thing."""
-    signatures = check.get("signatures") or []
+    signatures = [s for s in check.get("signatures") or [] if s not in REMARK_SIGNATURES]
     metrics = (check.get("metrics") or {}).values()
     numeric = any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics)
     return (check.get("status") in RETRIED_STATUSES and numeric and bool(signatures)

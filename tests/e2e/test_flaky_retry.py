@@ -84,7 +84,17 @@ def test_burnin_mode_passes_its_length_and_keeps_the_series(celery_worker):
     sustained = run.checks.get(check_id="stress.sustained")
     assert sustained.layer == "L7" and run.retry == {}
     (check,) = [c for c in run.report["checks"] if c["id"] == "stress.sustained"]
-    assert len(check["series"]) == 121 and check["series"][-1]["sm_clock_mhz"] == 1425
+    assert len(check["series"]["gpus"]["0"]["t"]) == 151
+
+
+def test_a_burnin_another_process_joined_runs_its_sustained_load_again(celery_worker):
+    run = validate("busy-burnin-node", "busy-burnin-python", mode="burnin", burnin_seconds=300)
+    assert run.status == ValidationRun.Status.PASSED, run.reason
+    sustained = run.checks.get(check_id="stress.sustained")
+    assert sustained.retry_label == "flaky (warned, then passed)"
+    assert "started computing on it 22 s into the burn-in" in sustained.attempts[0]["summary"]
+    assert run.retry["report"]["host"]["argv"] == ["--mode", "burnin", "--burnin-seconds", "300", "--json",
+                                                   "--exit-with-stdin", "--only", "stress.sustained"]
 
 
 def test_over_ssh_the_second_attempt_is_a_second_verified_connection(celery_worker, sshd):

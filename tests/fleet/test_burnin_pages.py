@@ -136,11 +136,12 @@ def test_the_run_page_plots_the_burnin_series_without_script_or_style(operator_c
     run = store(node, burnin_report(), mode="burnin", burnin_seconds=1800)
     page = operator_client.get(run.get_absolute_url()).content.decode()
     section = page[page.index('id="stress-series"'):page.index("</section>", page.index('id="stress-series"'))]
-    # SM clock, memory clock, power, GPU temperature, throughput; the memory temperature was not recorded
-    assert section.count("<polyline") == 5 and 'id="stress-mem_temp_c"' not in section
-    assert "121 samples over 120.1 s, 1 GPU" in section
-    assert "Throttle reasons seen: GPU idle, SW power cap." in section  # the healthy H200's only two
-    assert "SM clock (MHz): GPU 0 median 1425" in section and "limit 700" in section
+    # SM and memory clocks, power, GPU and memory temperature, throughput: the real healthy H200's 300 s
+    assert section.count("<polyline") == 6
+    assert "151 samples over 300.0 s, 1 GPU" in section
+    assert "Throttle reasons seen: SW power cap." in section  # a healthy H200 at its power limit: the only one
+    assert "SM clock (MHz): GPU 0 median 1425" in section and "Power (W): GPU 0 median 692" in section
+    assert "limit 700" in section
     assert 'class="stress-limit"' in section
     assert "style=" not in section and "<script" not in section
     points = re.search(r'<polyline class="stress-line gpu-0" fill="none" points="([^"]+)"', section).group(1)
@@ -199,8 +200,8 @@ def test_the_record_rests_on_burnin_and_exports_an_rma_bundle(operator_client, c
         assert hashlib.sha256(bundle.read(name)).hexdigest() == digest, name
     assert json.loads(bundle.read("record.json"))["digest_sha256"] == record.digest
     series = bundle.read("burnin-series.csv").decode().splitlines()
-    assert series[0] == "t,gpu,sm_clock_mhz,mem_clock_mhz,power_w,power_limit_w,temp_c,mem_temp_c,throttle,tflops"
-    assert len(series) == 122 and series[-1].startswith("120.28,0,1425,3201,692.652,700.0,64,,4,")
+    assert series[0] == "t,gpu,sm_clock_mhz,mem_clock_mhz,power_w,power_limit_w,temp_c,mem_temp_c,throttle,util,tflops"
+    assert len(series) == 152 and series[-1] == "300.0,0,1965,3201,527.8,700.0,51,53,4,0,668.7"  # the load's end
     history = json.loads(bundle.read("history.json"))
     assert [r["mode"] for r in history["runs"]] == ["burnin", "standard"] and history["flaky"]["runs"] == 1
     assert {f["check"] for f in history["runs"][1]["findings"] if f["retry"] == "flaky"} >= {"cuda.matmul"}

@@ -9,6 +9,7 @@ from cudaweb.embedded import free_port
 from cudaweb.nodes.models import Node
 from cudaweb.validation import burnin, reaper
 from cudaweb.validation.models import ValidationRun
+from tests.drift.helpers import real_report
 
 
 def test_burnin_budget_and_arguments_grow_with_its_length(settings):
@@ -24,17 +25,28 @@ def test_burnin_budget_and_arguments_grow_with_its_length(settings):
     assert burnin.describe("burnin", 90) == "full + burn-in 90 s" and burnin.describe("full", None) == "full"
 
 
-def test_a_series_from_a_host_keeps_numbers_only():
-    check = {"id": "stress.sustained", "series": [
-        {"t": 1.0, "gpu": 0, "power_w": 690.5, "throttle": 4, "extra": "x"},
-        {"t": "<script>", "gpu": 0}, "junk", {"t": 2.0, "gpu": 1, "power_w": "700", "temp_c": True}]}
+def test_the_real_series_flattens_to_one_sample_per_gpu_and_moment():
+    (check,) = [c for c in real_report("burnin/h200-burnin-300s.json")["checks"] if c["id"] == "stress.sustained"]
     samples = burnin.series_of(check)
-    assert [s["t"] for s in samples] == [1.0, 2.0]
-    assert samples[0]["power_w"] == 690.5 and samples[1]["power_w"] is None and samples[1]["temp_c"] is None
-    assert set(samples[0]) == set(burnin.SERIES_FIELDS)
+    assert len(samples) == len(check["series"]["gpus"]["0"]["t"]) == 151
+    assert samples[0] == {"t": 0.0, "gpu": 0, "sm_clock_mhz": 1687.5, "mem_clock_mhz": 3201, "power_w": 637.7,
+                          "power_limit_w": 700.0, "temp_c": 58.5, "mem_temp_c": 50.5, "throttle": 4, "util": 98.5,
+                          "tflops": 723.4}
     csv_text = burnin.series_csv(samples)
-    assert csv_text.splitlines()[0] == ",".join(burnin.SERIES_FIELDS) and len(csv_text.splitlines()) == 3
+    assert csv_text.splitlines()[0] == ",".join(burnin.SERIES_FIELDS) and len(csv_text.splitlines()) == 152
 
+
+def test_a_series_from_a_host_keeps_numbers_only():
+    check = {"id": "stress.sustained", "metrics": {"power_limit_w.gpu1": 700.0}, "series": {"gpus": {
+        "1": {"t": [0, 2, "x"], "sm_mhz": [1400, "<b>", 1500], "power_w": [690.5, True], "tflops_t": [1.5, 9],
+              "tflops": [650.0, 640.0], "reasons": [4, 8, 4]},
+        "../etc": {"t": [0]}, "2": "junk"}}}
+    samples = burnin.series_of(check)
+    assert [(s["gpu"], s["t"]) for s in samples] == [(1, 0), (1, 2)]  # a time that is no number is dropped
+    assert samples[0]["sm_clock_mhz"] == 1400 and samples[1]["sm_clock_mhz"] is None
+    assert samples[1]["power_w"] is None and samples[0]["power_limit_w"] == 700.0
+    assert [s["tflops"] for s in samples] == [650.0, 650.0]  # the nearest throughput window
+    assert burnin.series_of({"series": [{"t": 1}]}) == [] and burnin.series_of({"series": {"gpus": []}}) == []
 
 
 @pytest.mark.django_db

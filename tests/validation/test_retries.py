@@ -23,11 +23,20 @@ def test_a_figure_judged_busy_is_run_again_and_a_state_reading_is_not():
     assert warned - set(again) == {"driver.clocks_thermal", "driver.processes"}
 
 
-def test_a_missing_thing_is_not_run_again():
+def test_a_missing_thing_or_a_named_setting_is_not_run_again():
     report = real_report("faults/memory-hog-gpu0.json")  # cuda.context failed: out of memory
     assert retries.retry_plan(report) == ([], [])
-    for name in ("faults/gpu-hidden-by-cvd.json", "faults/no-torch-in-venv.json", "faults/bad-socket-interface.json"):
+    for name in ("faults/gpu-hidden-by-cvd.json", "faults/no-torch-in-venv.json", "faults/bad-socket-interface.json",
+                 "faults/p2p-disabled.json", "burnin/faults/memory-taken-during-memtest.json"):
         assert retries.retry_plan(real_report(name))[0] == [], name
+    # TF32 turned off by NVIDIA_TF32_OVERRIDE=0: the matmul falls short, and the check names the setting
+    (matmul,) = [c for c in real_report("burnin/faults/tf32-override-off.json")["checks"] if c["id"] == "cuda.matmul"]
+    assert matmul["signatures"] == ["matmul_below_expected", "env_setting_named"] and not retries.on_a_figure(matmul)
+
+
+def test_a_burnin_another_process_joined_is_run_again():
+    report = real_report("burnin/faults/busy-during-burnin.json")
+    assert retries.retry_plan(report) == (["stress.sustained"], [])
 
 
 @pytest.mark.parametrize("signatures, metrics, retried", [
@@ -37,6 +46,9 @@ def test_a_missing_thing_is_not_run_again():
     (["matmul_below_expected", "oom"], {"tflops": 1.0}, False),  # a broken thing among them
     ([], {"tflops": 1.0}, False),
     (["silent_data_corruption"], {"mismatches": 1}, False),  # a wrong result seen once is a finding, not noise
+    (["gpu_slower_than_siblings", "no_reference_for_model"], {"tflops": 1.0}, True),  # a remark does not count
+    (["no_reference_for_model"], {"tflops": 1.0}, False),
+    (["throughput_decay", "throttle_thermal"], {"tflops": 1.0}, False),  # the GPU said why: hot
 ])
 def test_the_rule_reads_the_signatures_and_the_metrics(signatures, metrics, retried):
     check = {"id": "cuda.matmul", "status": "fail", "signatures": signatures, "metrics": metrics}
