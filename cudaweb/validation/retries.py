@@ -5,9 +5,11 @@ The rule (README, "Flaky or hard"): a check is run again when its status is fail
 numeric metric, and every signature it carries (remarks aside: REMARK_SIGNATURES) names a figure judged against
 an expectation, the GPU's siblings or its own series (FIGURE_SIGNATURES, or a name ending in FIGURE_SUFFIXES).
 A missing or broken thing (no driver, an OOM, an Xid, a wrong result, a setting named as the cause) carries other
-signatures and is not run again: it would fail the same way, and a wrong result seen once is a finding, not noise. The second attempt passes: flaky (the check counts as passed, the run
-does not fail, the node's flaky count grows); it fails or warns again: hard; it does not measure the check (skipped,
-errored, or the second agent run itself failed): unconfirmed, the first attempt stands.
+signatures and is not run again: it would fail the same way, and a wrong result seen once is a finding, not noise.
+
+The second attempt passes: flaky (the check counts as passed, the run does not fail, the node's flaky count grows);
+it fails or warns again: hard; it does not measure the check (skipped, errored, or the second agent run itself
+failed): unconfirmed, the first attempt stands.
 """
 
 from agents.cudaprobe.engine import enforce_layer_order, verdict_of
