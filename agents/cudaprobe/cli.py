@@ -48,7 +48,7 @@ def add_not_selected(report, specs, chosen, mode, only):
     checks still says what it left out)."""
     ran = {spec.id for spec in chosen}
     reason = "not run: --only %s (and what it needs)" % ",".join(only)
-    left_out = [spec for spec in specs if mode in spec.modes and spec.id not in ran]
+    left_out = [spec for spec in select(specs, mode) if spec.id not in ran]
     report["checks"].extend({"id": spec.id, "layer": spec.layer, "title": spec.title, "status": SKIP, "duration_s": 0,
                              "summary": reason, "metrics": {}, "evidence": "", "signatures": [], "blocked_by": None}
                             for spec in left_out)
