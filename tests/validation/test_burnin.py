@@ -5,9 +5,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from cudaweb.embedded import free_port
 from cudaweb.nodes.models import Node
-from cudaweb.validation import burnin, reaper
+from cudaweb.validation import burnin, queue, reaper
 from cudaweb.validation.models import ValidationRun
 from tests.drift.helpers import real_report
 
@@ -50,13 +49,17 @@ def test_a_series_from_a_host_keeps_numbers_only():
 
 
 @pytest.mark.django_db
-def test_a_burnin_run_whose_worker_died_is_tried_again_with_its_length(settings):
-    settings.CELERY_BROKER_URL = "redis://127.0.0.1:%d/0" % free_port()  # the retry cannot be queued: ended, kept
+def test_a_burnin_run_whose_worker_died_is_tried_again_with_its_length(monkeypatch, settings):
+    settings.CUDAWEB_AGENT_TIMEOUT = dict(settings.CUDAWEB_AGENT_TIMEOUT, burnin=1500)
+    settings.CUDAWEB_BURNIN_MARGIN_S = 900
+    queued = []
+    monkeypatch.setattr(queue, "enqueue_many", lambda runs: queued.extend(runs))  # no broker here
     node = Node.objects.create(name="n", transport=Node.Transport.LOCAL)
     lost = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING, mode="burnin",
                                         burnin_seconds=7200)
     retry = reaper.run_lost(run_id=lost.id, reason="killed")
     assert (retry.mode, retry.burnin_seconds, retry.retry_of_id) == ("burnin", 7200, lost.id)
+    assert queued == [(retry, 2 * (1500 + 7200 + 900))]  # the task may hold two agent runs of that length
     assert lost.mode_label == "full + burn-in 2 h"
 
 
