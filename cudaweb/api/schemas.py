@@ -108,6 +108,9 @@ class RunOut(Schema):
     drifted: bool
     drift: Dict[str, Any] = Field(description="against the baseline and the fleet peers")
     report: Optional[Dict[str, Any]] = Field(description="the agent's report, null until the run has one")
+    burnin_seconds: Optional[int] = Field(description="burn-in mode: the sustained load's length")
+    retry: Dict[str, Any] = Field(description="the second attempt of the checks that failed or warned on a figure: "
+                                  "checks, outcomes (flaky, hard, unconfirmed, rerun), summary, error; {} if none")
 
 
 class TriageIn(Schema):

@@ -78,7 +78,9 @@ def run_detail(*, run_id):
             "verdict": run.verdict, "reason": run.reason, "created": run.created, "started": run.started,
             "finished": run.finished, "agent_version": run.agent_version, "retry_of": run.retry_of_id,
             "metrics": {k: v for k, v in (run.metrics or {}).items() if isinstance(v, (int, float))},
-            "drifted": run.drifted, "drift": run.drift or {}, "report": run.report}
+            "drifted": run.drifted, "drift": run.drift or {}, "report": run.report,
+            "burnin_seconds": run.burnin_seconds,
+            "retry": {k: v for k, v in (run.retry or {}).items() if k != "report"}}
 
 
 def audit_page(*, limit, offset, **filters):

@@ -53,7 +53,8 @@ def store(node, report, mode="standard", burnin_seconds=None, second=None, creat
     if second is not None:
         again, blocked = retries.retry_plan(report)
         report, outcomes = retries.merge(report, second, again, blocked)
-        retry = {"checks": again, "summary": "second attempt of %d check(s)" % len(again)}
+        retry = {"checks": again, "summary": "second attempt of %d check(s)" % len(again), "report": second,
+                 "outcomes": {cid: kind for cid, (kind, _) in outcomes.items()}}
     with TestCase.captureOnCommitCallbacks(execute=True):
         run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
     if created is not None:
@@ -174,6 +175,8 @@ def test_a_node_flaky_in_three_runs_within_seven_days_is_flagged(operator_client
     assert listed[0]["flaky"] == {"runs": 3, "days": 7, "limit": 3, "flagged": True}
     detail = json.loads(client.get("/api/v1/nodes/h200-new/", **bearer(token)).content)
     assert detail["flaky"]["flagged"] is True
+    run = json.loads(client.get("/api/v1/runs/%s/" % detail["runs"][0]["id"], **bearer(token)).content)
+    assert run["retry"]["outcomes"]["cuda.matmul"] == "flaky" and "report" not in run["retry"]
     scraped = {(s.name, s.labels.get("node")): s.value for family in text_string_to_metric_families(
         client.get("/metrics", **bearer(token)).content.decode()) for s in family.samples}
     assert scraped[("cudaweb_node_flaky", "h200-new")] == 1.0
