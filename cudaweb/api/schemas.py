@@ -59,7 +59,7 @@ class NodeOut(Schema):
     labels: List[str]
     gpu_model: str
     gpu_count: Optional[int]
-    layer_status: Dict[str, str] = Field(description="worst check status per layer L0-L6 of the last report")
+    layer_status: Dict[str, str] = Field(description="worst check status per layer L0-L7 of the last report")
     metrics: Dict[str, float] = Field(description="latest value of each headline metric (worst GPU)")
     drifted: bool
     attention: str

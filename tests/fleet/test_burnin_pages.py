@@ -149,6 +149,14 @@ def test_the_run_page_plots_the_burnin_series_without_script_or_style(operator_c
     assert all(0 <= float(x) <= 600 and 0 <= float(y) <= 110 for x, y in (p.split(",") for p in points.split()))
 
 
+def test_the_fleet_page_shows_the_stress_layer_of_a_burnin(operator_client, node):
+    store(node, real_report("burnin/faults/busy-during-burnin.json"), mode="burnin", burnin_seconds=300)
+    node.refresh_from_db()
+    assert node.layer_status["L7"] == "warn" and node.layer_status["L4"] == "pass"  # a recording of L0-L4 + L7
+    page = operator_client.get(reverse("fleet:node_list")).content.decode()
+    assert '<th class="layer">L7</th>' in page and 'title="L7 warn"' in page and '<option value="L7"' in page
+
+
 def test_the_run_page_shows_both_attempts_of_a_flaky_check(operator_client, node):
     run = flaky_run(node)
     page = operator_client.get(run.get_absolute_url()).content.decode()
