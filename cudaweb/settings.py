@@ -191,6 +191,15 @@ CUDAWEB_AGENT_TIMEOUT = {
     "standard": env_int("CUDAWEB_AGENT_TIMEOUT_STANDARD", 600),
     "full": env_int("CUDAWEB_AGENT_TIMEOUT_FULL", 1500),
 }
+# Burn-in (full, then L7 stress): the full budget, plus the burn-in's seconds, plus this margin for the memory test and
+# the consistency check that follow the sustained load (cudaweb.validation.burnin.agent_budget_s).
+CUDAWEB_AGENT_TIMEOUT["burnin"] = env_int("CUDAWEB_AGENT_TIMEOUT_BURNIN", CUDAWEB_AGENT_TIMEOUT["full"])
+CUDAWEB_BURNIN_MARGIN_S = env_int("CUDAWEB_BURNIN_MARGIN_S", 900)
+# Flaky or hard (cudaweb.validation.retries): a check that fails or warns on a measured figure is run once more in
+# the same run (off with 0); a node with flaky checks in FLAKY_LIMIT runs within FLAKY_DAYS days is flagged.
+CUDAWEB_RETRY_FIGURES = env_int("CUDAWEB_RETRY_FIGURES", 1)
+CUDAWEB_FLAKY_LIMIT = env_int("CUDAWEB_FLAKY_LIMIT", 3)
+CUDAWEB_FLAKY_DAYS = env_int("CUDAWEB_FLAKY_DAYS", 7)
 CUDAWEB_SSH_CONNECT_TIMEOUT = env_int("CUDAWEB_SSH_CONNECT_TIMEOUT", 10)
 CUDAWEB_OUTPUT_CAP = env_int("CUDAWEB_OUTPUT_CAP", 2 * 1024 * 1024)
 CUDAWEB_AGENT_CACHE_DIR = env("CUDAWEB_AGENT_CACHE_DIR", str(BASE_DIR / "var" / "agent-cache"))

@@ -8,7 +8,7 @@ import threading
 
 from agents.cudaprobe import AGENT_VERSION, proc
 from agents.cudaprobe.engine import Context, record_of, run_checks, select
-from agents.cudaprobe.model import LAYERS
+from agents.cudaprobe.model import LAYERS, SKIP
 from agents.cudaprobe.registry import MODES, load_all
 from agents.cudaprobe.render import render_table
 
@@ -44,6 +44,19 @@ def build_parser():
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--version", action="version", version=AGENT_VERSION)
     return parser
+
+
+def add_not_selected(report, specs, chosen, mode, only):
+    """--only: the mode's other checks are in the report too, skipped with the reason (a second attempt of a few
+    checks still says what it left out)."""
+    ran = {spec.id for spec in chosen}
+    reason = "not run: --only %s (and what it needs)" % ",".join(only)
+    left_out = [spec for spec in select(specs, mode) if spec.id not in ran]
+    report["checks"].extend({"id": spec.id, "layer": spec.layer, "title": spec.title, "status": SKIP, "duration_s": 0,
+                             "summary": reason, "metrics": {}, "evidence": "", "signatures": [], "blocked_by": None}
+                            for spec in left_out)
+    order = {spec.id: (LAYERS.index(spec.layer), spec.order) for spec in specs}
+    report["checks"].sort(key=lambda c: order.get(c["id"], (len(LAYERS), 0)))
 
 
 def watch_stdin(ctx):
@@ -89,6 +102,8 @@ def main(argv=None):
     if args.record:
         ctx.records = []
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
+    if args.only:
+        add_not_selected(report, specs, chosen, args.mode, args.only)
     if args.record:
         with open(args.record, "w") as fh:
             json.dump(record_of(ctx, report), fh, indent=1, sort_keys=True, default=str)

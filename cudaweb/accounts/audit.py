@@ -22,6 +22,7 @@ ACTIONS = {
     "network_test.requested": "network test requested",
     "node.accepted": "node accepted into the fleet",
     "node.quarantined": "node quarantined",
+    "acceptance.bundle_exported": "evidence bundle (RMA) downloaded",
     "host_key.fetched": "host key fetched",
     "host_key.accepted": "host key accepted",
     "host_key.created": "host key added (admin)",

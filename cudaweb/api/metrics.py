@@ -1,4 +1,4 @@
-"""/metrics for Prometheus: one collector that reads the database on each scrape, in three queries whatever the size
+"""/metrics for Prometheus: one collector that reads the database on each scrape, in four queries whatever the size
 of the fleet, plus one Redis round trip for the queue depth.
 
 Per node the series carry `node`, `gpu_model` and `labels` (the node's labels sorted and joined with commas: one
@@ -19,6 +19,7 @@ from cudaweb.drift.catalog import METRICS
 from cudaweb.nodes.models import Node
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.selectors import is_flaky_node, nodes_flaky
 
 NODE_LABELS = ("node", "gpu_model", "labels")
 VERDICTS = ("pass", "warn", "fail")
@@ -64,8 +65,15 @@ class FleetCollector:
                                   "than the baseline), peers (below the fleet's band), software (changed)",
                                   labels=NODE_LABELS + ("kind", "metric"))
         headlines = [(GaugeMetricFamily(name, text, labels=NODE_LABELS), key) for name, text, key in HEADLINES]
+        flaky = GaugeMetricFamily("cudaweb_node_flaky", "1 when the node had flaky checks (failed or warned on a "
+                                  "figure, then passed) in CUDAWEB_FLAKY_LIMIT runs or more within CUDAWEB_FLAKY_DAYS "
+                                  "days", labels=NODE_LABELS)
+        flaky_runs = GaugeMetricFamily("cudaweb_node_flaky_runs", "runs with a flaky check within CUDAWEB_FLAKY_DAYS "
+                                       "days", labels=NODE_LABELS)
+        flaky_counts = nodes_flaky()
 
-        rows = Node.objects.order_by("name").values("name", "gpu_model", "labels", "status", "drifted", "metrics",
+        rows = Node.objects.order_by("name").values("id", "name", "gpu_model", "labels", "status", "drifted",
+                                                    "metrics",
                                                     "last_run__verdict", "last_run__finished", "last_run__drift")
         for row in rows.iterator(chunk_size=500):
             labels = _node_labels(row)
@@ -76,13 +84,17 @@ class FleetCollector:
             if row["last_run__finished"] is not None:
                 validated.add_metric(labels, row["last_run__finished"].timestamp())
             drifted.add_metric(labels, 1.0 if row["drifted"] else 0.0)
+            count = flaky_counts.get(row["id"], 0)
+            flaky.add_metric(labels, 1.0 if is_flaky_node(count) else 0.0)
+            flaky_runs.add_metric(labels, float(count))
             for kind, metric in _drift_flags(row["last_run__drift"]):
                 drift.add_metric(labels + [kind, metric], 1.0)
             for family, key in headlines:
                 value = (row["metrics"] or {}).get(key)
                 if isinstance(value, (int, float)) and key in METRICS:
                     family.add_metric(labels, float(value))
-        yield from (status, verdict, validated, drifted, drift, *(family for family, _ in headlines))
+        yield from (status, verdict, validated, drifted, drift, flaky, flaky_runs,
+                    *(family for family, _ in headlines))
 
         runs = GaugeMetricFamily("cudaweb_runs", "validation runs kept, by state", labels=("state",))
         counts = dict(ValidationRun.objects.order_by().values_list("status").annotate(n=Count("id")))

@@ -44,6 +44,13 @@ class RunBrief(Schema):
     finished: Optional[datetime]
 
 
+class Flaky(Schema):
+    runs: int = Field(description="runs with a flaky check (failed or warned on a figure, then passed) in the window")
+    days: int = Field(description="the window (CUDAWEB_FLAKY_DAYS)")
+    limit: int = Field(description="runs in the window from which the node is flagged (CUDAWEB_FLAKY_LIMIT)")
+    flagged: bool
+
+
 class NodeOut(Schema):
     name: str
     status: NodeStatus
@@ -52,13 +59,14 @@ class NodeOut(Schema):
     labels: List[str]
     gpu_model: str
     gpu_count: Optional[int]
-    layer_status: Dict[str, str] = Field(description="worst check status per layer L0-L6 of the last report")
+    layer_status: Dict[str, str] = Field(description="worst check status per layer L0-L7 of the last report")
     metrics: Dict[str, float] = Field(description="latest value of each headline metric (worst GPU)")
     drifted: bool
     attention: str
     can_validate: bool = Field(description="the node's host key is accepted (or it is this host)")
     last_run: Optional[RunBrief]
     live_run: Optional[RunBrief] = Field(description="the run in progress, if any")
+    flaky: Flaky
 
 
 class NodeList(Schema):
@@ -73,6 +81,8 @@ class NodeDetail(NodeOut):
 
 class ValidateIn(Schema):
     mode: RunMode = "quick"
+    burnin_seconds: Optional[int] = Field(None, ge=60, le=24 * 3600,
+                                          description="burn-in mode: the sustained load's length (default 300)")
 
 
 class RunAccepted(Schema):
@@ -98,6 +108,9 @@ class RunOut(Schema):
     drifted: bool
     drift: Dict[str, Any] = Field(description="against the baseline and the fleet peers")
     report: Optional[Dict[str, Any]] = Field(description="the agent's report, null until the run has one")
+    burnin_seconds: Optional[int] = Field(description="burn-in mode: the sustained load's length")
+    retry: Dict[str, Any] = Field(description="the second attempt of the checks that failed or warned on a figure: "
+                                  "checks, outcomes (flaky, hard, unconfirmed, rerun), summary, error; {} if none")
 
 
 class TriageIn(Schema):

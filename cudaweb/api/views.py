@@ -133,7 +133,7 @@ def node_validate(request, body: ValidateIn, name: str = Path(..., examples=["gp
     if not target.can_validate:
         raise HttpError(409, "accept the node's host key before validating it")
     try:
-        run = run_request(node=target, mode=body.mode, requested_by=request.auth)
+        run = run_request(node=target, mode=body.mode, requested_by=request.auth, burnin_seconds=body.burnin_seconds)
     except BrokerUnavailable as exc:
         return _broker_down(exc)
     return Status(202, {"run": run.id, "status": run.status, "node": target.name})

@@ -34,7 +34,7 @@ METRICS = {m.name: m for m in (
 )}
 SOFTWARE_KEYS = ("driver_version", "cuda_driver_version", "torch", "torch_cuda", "cudnn", "nccl", "gpu_count",
                  "gpu_model", "vbios", "kernel")
-LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6")
+LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7")  # L7: burn-in mode's stress layer
 STATUS_RANK = {"fail": 4, "error": 4, "warn": 3, "pass": 2, "skip": 1}
 
 
@@ -49,7 +49,7 @@ def headline_metrics(checks):
 
 
 def layer_status(checks):
-    """Worst status per layer L0-L6 (fail > warn > pass > skip); a layer with no check is absent."""
+    """Worst status per layer L0-L7 (fail > warn > pass > skip); a layer with no check is absent."""
     worst = {}
     for check in checks:
         layer = check.get("layer")

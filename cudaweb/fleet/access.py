@@ -32,6 +32,7 @@ RULES = {
     "fleet:onboard_decide": {"POST": OPERATOR},
     "fleet:acceptance_detail": {"GET": OPERATOR},
     "fleet:acceptance_json": {"GET": OPERATOR},
+    "fleet:acceptance_bundle": {"GET": OPERATOR},  # the RMA evidence zip: as much as the record's JSON, and more
     # Runs
     "runs:run_detail": {"GET": VIEWER},
     "runs:run_fragment": {"GET": VIEWER},

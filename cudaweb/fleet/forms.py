@@ -13,6 +13,7 @@ from cudaweb.nodes.keyfiles import KeyFileRefused, key_file_path
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.remote.connect import private_key_check
 from cudaweb.remote.transports.base import AuthFailed
+from cudaweb.validation import burnin as burnin_mode
 from cudaweb.validation.models import ValidationRun
 
 
@@ -86,8 +87,48 @@ class NodeForm(forms.Form):
         return data
 
 
-class ValidateForm(forms.Form):
+class BurninFields(forms.Form):
+    """The burn-in length beside a mode: 5 min, 30 min, 2 h or custom seconds; cleaned_data["burnin_seconds"] is
+    the length in burn-in mode, None in the others."""
+
+    burnin = forms.ChoiceField(choices=[(str(s), name) for s, name in burnin_mode.DURATIONS] + [("custom", "custom")],
+                               initial=str(burnin_mode.DEFAULT_SECONDS), required=False, label="burn-in length")
+    burnin_custom_s = forms.IntegerField(min_value=burnin_mode.MIN_SECONDS, max_value=burnin_mode.MAX_SECONDS,
+                                         required=False, label="custom burn-in (s)",
+                                         widget=forms.NumberInput(attrs={"placeholder": "seconds", "size": 6}))
+
+    def clean(self):
+        data = super().clean()
+        data["burnin_seconds"] = None
+        if burnin_mode.is_burnin(data.get("mode")):
+            choice = data.get("burnin") or str(burnin_mode.DEFAULT_SECONDS)
+            if choice != "custom":
+                data["burnin_seconds"] = int(choice)
+            elif data.get("burnin_custom_s"):
+                data["burnin_seconds"] = data["burnin_custom_s"]
+            elif "burnin_custom_s" not in self.errors:
+                self.add_error("burnin_custom_s", "give the burn-in's length in seconds (%d to %d)" % (
+                    burnin_mode.MIN_SECONDS, burnin_mode.MAX_SECONDS))
+        return data
+
+
+class ValidateForm(BurninFields):
     mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.QUICK)
+
+    field_order = ["mode", "burnin", "burnin_custom_s"]
+
+
+class OnboardValidateForm(BurninFields):
+    """The wizard's validation: full, or full + burn-in, before the decision."""
+
+    mode = forms.ChoiceField(choices=[(m, ValidationRun.Mode(m).label) for m in (ValidationRun.Mode.FULL,
+                                                                                ValidationRun.Mode.BURNIN)],
+                             initial=ValidationRun.Mode.FULL, required=False)
+
+    field_order = ["mode", "burnin", "burnin_custom_s"]
+
+    def clean_mode(self):
+        return self.cleaned_data.get("mode") or ValidationRun.Mode.FULL
 
 
 class FleetFilterForm(forms.Form):
@@ -101,7 +142,7 @@ class FleetFilterForm(forms.Form):
                                                        "-validated", "gpu", "-gpu")], required=False)
 
 
-class BulkValidateForm(forms.Form):
+class BulkValidateForm(BurninFields):
     nodes = forms.ModelMultipleChoiceField(queryset=Node.objects.all(), required=False)
     label = forms.CharField(required=False)
     mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.QUICK)
@@ -119,11 +160,13 @@ class DecisionForm(forms.Form):
     note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000)
 
 
-class ScheduleForm(forms.Form):
+class ScheduleForm(BurninFields):
     node = forms.ModelChoiceField(queryset=Node.objects.order_by("name"), required=False)
     label = forms.CharField(required=False, max_length=100)
     every_hours = forms.IntegerField(min_value=1, max_value=24 * 30, initial=24)
     mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.STANDARD)
+
+    field_order = ["node", "label", "every_hours", "mode", "burnin", "burnin_custom_s"]
 
 
 class TriageForm(forms.Form):

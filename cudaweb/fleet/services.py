@@ -11,6 +11,7 @@ from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.nodes.signals import node_accepted, node_quarantined
+from cudaweb.validation import burnin
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.statuses import node_status_of_verdict
 
@@ -50,7 +51,10 @@ def _acceptance_record(*, node, run, decision, user, note, token):
             "accepted_by": str(host_key.accepted_by or ""), "accepted_at": host_key.accepted_at},
         "run": {"id": str(run.id), "mode": run.mode, "status": run.status, "verdict": run.verdict,
                 "created": run.created, "started": run.started, "finished": run.finished,
-                "agent_version": run.agent_version, "reason": run.reason},
+                "agent_version": run.agent_version, "reason": run.reason,
+                # what the decision rests on: the mode and, in burn-in mode, how long the load lasted
+                "burnin_seconds": run.burnin_seconds, "rests_on": burnin.describe(run.mode, run.burnin_seconds),
+                "retry": {k: v for k, v in (run.retry or {}).items() if k != "report"}},
         "report": run.report,
     }
     evidence = json.loads(_canonical(evidence))

@@ -19,6 +19,7 @@ fleet_patterns = ([
     path("nodes/<uuid:node_id>/baseline/", nodes.node_baseline, name="node_baseline"),
     path("acceptance/<uuid:record_id>/", onboarding.acceptance_detail, name="acceptance_detail"),
     path("acceptance/<uuid:record_id>.json", onboarding.acceptance_json, name="acceptance_json"),
+    path("acceptance/<uuid:record_id>/evidence.zip", onboarding.acceptance_bundle, name="acceptance_bundle"),
 ], "fleet")
 
 run_patterns = ([

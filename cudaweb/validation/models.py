@@ -5,6 +5,7 @@ from django.db import models
 from django.urls import reverse
 
 from cudaweb.nodes.models import Node
+from cudaweb.validation import burnin, retries
 
 
 class ValidationRun(models.Model):
@@ -28,6 +29,7 @@ class ValidationRun(models.Model):
         QUICK = "quick"
         STANDARD = "standard"
         FULL = "full"
+        BURNIN = "burnin", "full + burn-in"
 
     LIVE = (Status.PENDING, Status.RUNNING)
     VERDICT_STATUSES = (Status.PASSED, Status.WARNED, Status.FAILED)
@@ -36,6 +38,8 @@ class ValidationRun(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="runs")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.QUICK)
+    burnin_seconds = models.PositiveIntegerField(null=True, blank=True,
+                                                 help_text="burn-in mode: how long the sustained load lasts")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
@@ -67,6 +71,8 @@ class ValidationRun(models.Model):
     changes = models.JSONField(default=dict, blank=True, help_text="what changed since the node's run before")
     drift = models.JSONField(default=dict, blank=True, help_text="against the baseline and the fleet peers")
     drifted = models.BooleanField(default=False)
+    # Checks that failed or warned on a measured figure, run once more in the same run (cudaweb.validation.retries)
+    retry = models.JSONField(default=dict, blank=True, help_text="the second attempt: checks, outcome, its report")
 
     class Meta:
         ordering = ["-created"]
@@ -94,6 +100,11 @@ class ValidationRun(models.Model):
         return self.status in self.LIVE
 
     @property
+    def mode_label(self):
+        """"standard", "full + burn-in 30 min": the mode in words, with the burn-in's length."""
+        return burnin.describe(self.mode, self.burnin_seconds)
+
+    @property
     def duration_s(self):
         if self.started and self.finished:
             return (self.finished - self.started).total_seconds()
@@ -116,6 +127,24 @@ class CheckResult(models.Model):
     signatures = models.JSONField(default=list)
     blocked_by = models.CharField(max_length=64, blank=True)
 
+    class Retry(models.TextChoices):
+        FLAKY = "flaky", "flaky (failed, then passed)"
+        HARD = "hard", "hard (failed twice)"
+        UNCONFIRMED = "unconfirmed", "not confirmed (the second attempt did not measure it)"
+        RERUN = "rerun", "run again after the check that blocked it passed"
+
+    retry = models.CharField(max_length=12, choices=Retry.choices, blank=True)
+    attempts = models.JSONField(default=list, blank=True, help_text="both attempts of a check run twice, as reported")
+
     class Meta:
         ordering = ["run", "position"]
         constraints = [models.UniqueConstraint(fields=["run", "check_id"], name="check_unique_per_run")]
+        indexes = [
+            # selectors.nodes_flaky: the flaky checks of recent runs, per node
+            models.Index(fields=["run"], condition=models.Q(retry="flaky"), name="check_flaky_idx"),
+        ]
+
+    @property
+    def retry_label(self):
+        """"flaky (failed, then passed)", "hard (warned twice)", ...: the words the pages show."""
+        return retries.label(self.retry, self.attempts)

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
-from cudaweb.validation.services import agent_budget_s, run_finish
+from cudaweb.validation.services import run_finish, task_budget_s
 
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
@@ -25,9 +25,9 @@ def run_lost(*, run_id, reason):
     if run.retry_of_id is not None:
         return None
     retry = ValidationRun.objects.create(node=run.node, mode=run.mode, requested_by=run.requested_by,
-                                         trigger=run.trigger, retry_of=run)
+                                         trigger=run.trigger, retry_of=run, burnin_seconds=run.burnin_seconds)
     try:
-        queue.enqueue(retry, agent_budget_s(run.node, run.mode))
+        queue.enqueue(retry, task_budget_s(retry))
     except queue.BrokerUnavailable as exc:
         run_finish(run=retry, status=Status.INTERRUPTED, reason="could not be queued again: %s" % exc,
                    from_statuses=(Status.PENDING,))
@@ -56,7 +56,7 @@ def runs_reap(*, now=None):
             continue  # the broker cannot be asked: only a long wait says the task is lost
         if run.enqueue_count < MAX_ENQUEUES:
             try:
-                queue.enqueue(run, agent_budget_s(run.node, run.mode))
+                queue.enqueue(run, task_budget_s(run))
                 counts["requeued"] += 1
                 log.warning("run %s was PENDING with no task in the queue: queued again", run.id)
                 continue

@@ -16,7 +16,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
-from cudaweb.validation import queue
+from cudaweb.validation import burnin, queue, retries
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
 from cudaweb.validation.signals import run_finished
@@ -35,35 +35,45 @@ ERROR_STATES = (
 )
 
 
-def agent_budget_s(node, mode):
-    return node.agent_timeout_s or settings.CUDAWEB_AGENT_TIMEOUT[mode]
+def agent_budget_s(node, mode, burnin_seconds=None):
+    """Seconds one agent run may take (burn-in mode: the burn-in and a margin on top; cudaweb.validation.burnin)."""
+    return burnin.agent_budget_s(node, mode, burnin_seconds)
+
+
+def task_budget_s(run):
+    """Seconds a run's task may take: the agent's budget, twice where a second attempt may follow (retries)."""
+    budget = agent_budget_s(run.node, run.mode, run.burnin_seconds)
+    return 2 * budget if settings.CUDAWEB_RETRY_FIGURES else budget
 
 
 def run_request(*, node, mode=ValidationRun.Mode.QUICK, requested_by=None, trigger=ValidationRun.Trigger.MANUAL,
-                batch=None):
+                batch=None, burnin_seconds=None):
     """Queue a validation of `node`, or return the run it already has live (one live run per node: a double
     click, a bulk request over a schedule). Raises queue.BrokerUnavailable, keeping nothing, when the task queue
     does not answer."""
-    (run,) = runs_request(nodes=[node], mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
+    (run,) = runs_request(nodes=[node], mode=mode, requested_by=requested_by, trigger=trigger, batch=batch,
+                          burnin_seconds=burnin_seconds)
     return run
 
 
-def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigger.BULK, batch=None):
+def runs_request(*, nodes, mode, requested_by=None, trigger=ValidationRun.Trigger.BULK, batch=None,
+                 burnin_seconds=None):
     """Queue a validation of each node, in one go for a rack: one query for the live runs, one insert (a node
     another request took meanwhile is skipped by the one-live-run rule), the tasks published over one broker
     connection once the transaction commits, one update. Nodes with a live run answer with it. Raises
     queue.BrokerUnavailable, keeping none of the new runs, when the task queue does not answer."""
     nodes = list(nodes)
     live = {run.node_id: run for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE)}
-    fresh = [ValidationRun(node=node, mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
-             for node in nodes if node.id not in live]
+    burnin_seconds = burnin.seconds_of(mode, burnin_seconds)
+    fresh = [ValidationRun(node=node, mode=mode, requested_by=requested_by, trigger=trigger, batch=batch,
+                           burnin_seconds=burnin_seconds) for node in nodes if node.id not in live]
     with transaction.atomic():
         ValidationRun.objects.bulk_create(fresh, ignore_conflicts=True)  # a node another request just took
     created = set(ValidationRun.objects.filter(id__in=[r.id for r in fresh]).values_list("id", flat=True))
     fresh = [run for run in fresh if run.id in created]
     for run in ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE).exclude(id__in=created):
         live.setdefault(run.node_id, run)
-    transaction.on_commit(lambda: _enqueue_or_forget(fresh, mode))  # at once, outside a transaction
+    transaction.on_commit(lambda: _enqueue_or_forget(fresh))  # at once, outside a transaction
     by_node = {run.node_id: run for run in fresh}
     by_node.update(live)
     _audit_request(nodes, fresh, live, mode=mode, requested_by=requested_by, trigger=trigger, batch=batch)
@@ -75,6 +85,8 @@ def _audit_request(nodes, fresh, live, *, mode, requested_by, trigger, batch):
     if trigger == ValidationRun.Trigger.SCHEDULED or not nodes:
         return
     detail = {"mode": mode, "trigger": trigger, "queued": len(fresh), "already_live": len(live)}
+    if fresh and fresh[0].burnin_seconds:
+        detail["burnin_seconds"] = fresh[0].burnin_seconds
     if len(nodes) == 1:
         run = fresh[0] if fresh else live.get(nodes[0].id)
         audit.record("validation.requested", actor=requested_by, obj=nodes[0],
@@ -84,12 +96,12 @@ def _audit_request(nodes, fresh, live, *, mode, requested_by, trigger, batch):
                      names=[node.name for node in nodes[:50]], **detail)
 
 
-def _enqueue_or_forget(runs, mode):
+def _enqueue_or_forget(runs):
     try:
         if queue.fanout_wanted(len(runs)):
             queue.enqueue_fanout(runs)  # a worker publishes the runs' tasks (runs_enqueue)
         else:
-            queue.enqueue_many([(run, agent_budget_s(run.node, mode)) for run in runs])
+            queue.enqueue_many([(run, task_budget_s(run)) for run in runs])
     except queue.BrokerUnavailable:
         ValidationRun.objects.filter(id__in=[r.id for r in runs], status=Status.PENDING).delete()  # none kept
         raise
@@ -100,7 +112,7 @@ def runs_enqueue(*, run_ids):
     redelivered fan-out message queues nothing twice). Returns how many were queued."""
     runs = list(ValidationRun.objects.select_related("node").filter(
         id__in=run_ids, status=Status.PENDING, enqueued__isnull=True))
-    queue.enqueue_many([(run, agent_budget_s(run.node, run.mode)) for run in runs])
+    queue.enqueue_many([(run, task_budget_s(run)) for run in runs])
     return len(runs)
 
 
@@ -126,8 +138,8 @@ def run_finish(*, run, status, reason="", raw_output="", from_statuses=(Status.R
     return True
 
 
-def _progress_recorder(run):
-    events = []
+def _progress_recorder(run, events=None):
+    events = list(events or [])
 
     def record(line):
         try:
@@ -144,18 +156,24 @@ def _progress_recorder(run):
 
 
 @transaction.atomic
-def run_store_report(*, run, report):
-    """Keep the report and one CheckResult row per check; the verdict decides the terminal state."""
+def run_store_report(*, run, report, retry=None, outcomes=None):
+    """Keep the report and one CheckResult row per check; the verdict decides the terminal state. `retry` and
+    `outcomes` are a second attempt's (run_retry_figures): the run's note, and each retried check's attempts."""
     status = run_status_of(report["verdict"])
+    outcomes = outcomes or {}
     CheckResult.objects.bulk_create([
         CheckResult(run=run, position=i, check_id=c["id"], layer=c["layer"], title=c["title"], status=c["status"],
                     summary=c["summary"], duration_s=c["duration_s"], metrics=c["metrics"], evidence=c["evidence"],
-                    signatures=c["signatures"], blocked_by=c["blocked_by"] or "")
+                    signatures=c["signatures"], blocked_by=c["blocked_by"] or "",
+                    retry=outcomes.get(c["id"], ("", []))[0], attempts=outcomes.get(c["id"], ("", []))[1])
         for i, c in enumerate(report["checks"])
     ])
     ValidationRun.objects.filter(id=run.id).update(report=report, agent_version=report["agent_version"],
-                                                   verdict=report["verdict"])
-    run_finish(run=run, status=status, reason="agent verdict: %s" % report["verdict"])
+                                                   verdict=report["verdict"], retry=retry or {})
+    reason = "agent verdict: %s" % report["verdict"]
+    if retry and retry.get("summary"):
+        reason += " (%s)" % retry["summary"]
+    run_finish(run=run, status=status, reason=reason)
     return status
 
 
@@ -165,8 +183,9 @@ def run_execute(*, run_id):
         return None
     run = ValidationRun.objects.select_related("node", "node__credential", "requested_by").get(id=run_id)
     node = run.node
-    budget = agent_budget_s(node, run.mode)
-    agent_args = ["--mode", run.mode, "--json", "--exit-with-stdin"]  # the agent stops when its worker is gone
+    budget = agent_budget_s(node, run.mode, run.burnin_seconds)
+    # the agent stops when its worker is gone
+    agent_args = burnin.agent_args(run.mode, run.burnin_seconds) + ["--json", "--exit-with-stdin"]
     previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
                                              finished__lt=run.created).order_by("-finished").only("finished").first())
     if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
@@ -197,14 +216,63 @@ def run_execute(*, run_id):
         run_finish(run=run, status=Status.AGENT_ERROR, reason=reason,
                    raw_output=result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""))
         return Status.AGENT_ERROR
+    retry, outcomes = {}, {}
+    again, blocked = retries.retry_plan(report) if settings.CUDAWEB_RETRY_FIGURES else ([], [])
+    if again:
+        report, retry, outcomes = run_retry_figures(run=run, report=report, again=again, blocked=blocked,
+                                                    agent_args=agent_args, budget=budget, payload=payload,
+                                                    digest=digest)
     try:
-        return run_store_report(run=run, report=report)
+        return run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
     except DatabaseError as exc:  # our failure, not the agent's: keep the report for a look, name the cause
         log.exception("run %s: storing the report failed", run_id)
         run_finish(run=run, status=Status.DASHBOARD_ERROR, raw_output=result.stdout,
                    reason="the dashboard could not store the agent's report (%s: %s); the report is kept below" % (
                        type(exc).__name__, exc))
         return Status.DASHBOARD_ERROR
+
+
+def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payload, digest):
+    """Run the checks that failed or warned on a measured figure once more (`--only`), with those they blocked;
+    returns (the merged report, the run's retry note, {check id: (retry kind, attempts)}). A second attempt that does
+    not come back (transport, timeout, no report) leaves the first attempts standing, each unconfirmed."""
+    node = run.node
+    started = timezone.now()
+    note = {"checks": again, "blocked": blocked, "started": started.isoformat()}
+    recorder = _progress_recorder(run, ValidationRun.objects.filter(id=run.id).values_list("progress", flat=True)
+                                  .first())
+    recorder(json.dumps({"event": "retry", "id": ",".join(again), "summary": "running again: %s" % ", ".join(again)}))
+    second, error = None, ""
+    try:
+        with Heartbeat(run.id), transport_for(node, purpose="run %s (second attempt)" % run.id,
+                                              on_behalf_of=run.requested_by) as transport:
+            agent_path = transport.upload_agent(payload, digest)
+            only = ["--only", ",".join(again + blocked)]
+            result = transport.run_agent(node.python_path, agent_path, agent_args + only, budget,
+                                         env=node.agent_env(), on_stderr_line=recorder)
+        if result.exit_status in TIMEOUT_EXIT_CODES:
+            error = "the second attempt ran past its %d s budget" % budget
+        else:
+            try:
+                second = parse_report(result.stdout)
+            except ReportError as exc:
+                error = "the second attempt printed no report (exit status %s): %s" % (result.exit_status, exc)
+    except base.TransportError as exc:
+        error = "the second attempt did not run: %s" % exc
+    except Exception as exc:  # ours, or the task's soft time limit: the first attempt's report is kept all the same
+        log.exception("run %s: the second attempt failed", run.id)
+        error = "the second attempt failed in the dashboard (%s: %s)" % (type(exc).__name__, exc)
+    merged, outcomes = retries.merge(report, second, again, blocked)
+    kinds = [kind for kind, _ in outcomes.values()]
+    counted = ["%d %s" % (kinds.count(kind), kind) for kind in (retries.FLAKY, retries.HARD, retries.UNCONFIRMED)
+               if kinds.count(kind)]
+    note.update(finished=timezone.now().isoformat(), error=error, first_verdict=report["verdict"],
+                summary="second attempt of %d check(s): %s" % (len(again), ", ".join(counted) or "none measured"),
+                outcomes={cid: kind for cid, (kind, _) in outcomes.items()},
+                report=second)
+    if error:
+        log.warning("run %s: %s", run.id, error)
+    return merged, note, outcomes
 
 
 def run_mark_timed_out(*, run_id, reason):

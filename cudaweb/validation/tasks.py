@@ -43,11 +43,12 @@ def enqueue_runs(run_ids):
 
 
 @shared_task
-def revalidate(mode="standard", node_id=None, label=""):
+def revalidate(mode="standard", node_id=None, label="", burnin_seconds=None):
     """Beat's entry for scheduled revalidation (cudaweb.validation.schedules)."""
     from cudaweb.validation import schedules
 
-    return [str(run.id) for run in schedules.revalidate(mode=mode, node_id=node_id, label=label)]
+    return [str(run.id) for run in schedules.revalidate(mode=mode, node_id=node_id, label=label,
+                                                        burnin_seconds=burnin_seconds)]
 
 
 @shared_task

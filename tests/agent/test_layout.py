@@ -110,7 +110,9 @@ def test_a_new_check_module_is_all_it_takes(tmp_path):
     assert "extra.whoami" in listed
     done = subprocess.run([sys.executable, "-m", "agents.cudaprobe", "--json", "--only", "extra"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
-    (result,) = json.loads(done.stdout)["checks"]
+    checks = json.loads(done.stdout)["checks"]
+    (result,) = [c for c in checks if not c["summary"].startswith("not run: --only")]
+    assert len(checks) > 1 and all(c["status"] == "skip" for c in checks if c is not result)  # the rest, with why
     assert result["id"] == "extra.whoami" and result["status"] == "pass", result
     assert result["summary"].endswith("said hello")
     assert result["metrics"]["worker_pid"] != result["metrics"]["agent_pid"]

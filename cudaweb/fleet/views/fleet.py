@@ -33,7 +33,7 @@ def nodes_validate(request):
     """Validate the selected nodes (or every node with a label) together; show each one's progress."""
     form = BulkValidateForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose nodes or a label, and a mode.")
+        messages.error(request, "Choose nodes or a label, and a mode (burn-in: its length).")
         return redirect("fleet:node_list")
     chosen = form.cleaned_data["nodes"] or nodes_with_label(form.cleaned_data["label"])
     nodes = list(chosen.select_related("host_key"))
@@ -41,7 +41,8 @@ def nodes_validate(request):
     skipped = [node.name for node in nodes if not node.can_validate]
     try:
         runs = runs_request(nodes=[node for node in nodes if node.can_validate], mode=form.cleaned_data["mode"],
-                            requested_by=request.user, trigger=ValidationRun.Trigger.BULK, batch=batch)
+                            requested_by=request.user, trigger=ValidationRun.Trigger.BULK, batch=batch,
+                            burnin_seconds=form.cleaned_data["burnin_seconds"])
     except BrokerUnavailable as exc:
         messages.error(request, "%s. Nothing was queued." % exc)
         runs = []

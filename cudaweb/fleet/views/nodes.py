@@ -15,6 +15,7 @@ from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote import connect
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
+from cudaweb.validation.selectors import node_flakiness
 from cudaweb.validation.services import run_request
 
 RUNS_PER_PAGE = 25
@@ -53,6 +54,7 @@ def node_detail(request, node_id):
         "node": node, "host_key": host_key, "runs": runs, "validate_form": ValidateForm(),
         "charts": drift_selectors.node_charts(node),
         "records": node.acceptance_records.select_related("decided_by")[:10],
+        "flaky": node_flakiness(node),
     })
 
 
@@ -92,13 +94,15 @@ def node_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
     form = ValidateForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Unknown mode.")
+        messages.error(request, "Unknown mode or burn-in length: %s" % "; ".join(
+            "%s: %s" % (field, " ".join(errors)) for field, errors in form.errors.items()))
         return redirect(node)
     if not node.can_validate:
         messages.error(request, "Accept the node's host key before validating it.")
         return redirect(node)
     try:
-        run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user)
+        run = run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
+                          burnin_seconds=form.cleaned_data["burnin_seconds"])
     except BrokerUnavailable as exc:
         messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
         return redirect(node)

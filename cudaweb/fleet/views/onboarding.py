@@ -1,16 +1,18 @@
 """Onboarding a new node: host key, a full validation with live progress, then accept or quarantine."""
 
 from django.contrib import messages
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from cudaweb.fleet import services
+from cudaweb.accounts import audit
+from cudaweb.fleet import evidence, services
 from cudaweb.fleet.access import guarded
-from cudaweb.fleet.forms import DecisionForm
+from cudaweb.fleet.forms import DecisionForm, OnboardValidateForm
 from cudaweb.fleet.models import AcceptanceRecord
 from cudaweb.fleet.views.runs import run_context
 from cudaweb.nodes.models import HostKey, Node
+from cudaweb.validation import burnin
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
@@ -31,19 +33,24 @@ def node_onboard(request, node_id):
         step = "done"
     template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
     return render(request, template, dict(run_context(request, run), node=node, host_key=host_key, record=record,
-                                          step=step, decision_form=DecisionForm()))
+                                          step=step, decision_form=DecisionForm(),
+                                          validate_form=OnboardValidateForm()))
 
 
 @guarded
 @require_POST
 def onboard_validate(request, node_id):
     node = get_object_or_404(Node, id=node_id)
+    form = OnboardValidateForm(request.POST)
     if not node.can_validate:
         messages.error(request, "Accept the node's host key first.")
+    elif not form.is_valid():
+        messages.error(request, "Choose full or full + burn-in, and the burn-in's length (%d to %d s)." % (
+            burnin.MIN_SECONDS, burnin.MAX_SECONDS))
     else:
         try:
-            run_request(node=node, mode=ValidationRun.Mode.FULL, requested_by=request.user,
-                        trigger=ValidationRun.Trigger.WIZARD)
+            run_request(node=node, mode=form.cleaned_data["mode"], requested_by=request.user,
+                        trigger=ValidationRun.Trigger.WIZARD, burnin_seconds=form.cleaned_data["burnin_seconds"])
         except BrokerUnavailable as exc:
             messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
     return redirect("fleet:node_onboard", node_id=node.id)
@@ -72,7 +79,19 @@ def onboard_decide(request, node_id):
 def acceptance_detail(request, record_id):
     record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "run", "decided_by"), id=record_id)
     checks = (record.evidence.get("report") or {}).get("checks", [])
-    return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks})
+    return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks,
+                                                            "rests_on": evidence.record_rests_on(record)})
+
+
+@guarded
+def acceptance_bundle(request, record_id):
+    """The RMA evidence bundle (zip): the record, the node's recent history, the burn-in series as CSV."""
+    record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "decided_by"), id=record_id)
+    name, payload = evidence.rma_bundle(record)
+    audit.record("acceptance.bundle_exported", obj=record.node, record=str(record.id), bytes=len(payload))
+    response = HttpResponse(payload, content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="%s"' % name
+    return response
 
 
 @guarded

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from cudaweb.drift.selectors import compare_runs
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.selectors import run_sections
+from cudaweb.fleet.stress_charts import stress_panels
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import CheckResult, ValidationRun
 
@@ -22,7 +23,9 @@ def run_context(request, run):
     checks = list(run.checks.all()) if run else []
     playbooks = run_playbooks(run=run, checks=checks, user=request.user) if run else {}
     return {"run": run, "checks": checks, "playbooks": playbooks,
-            "sections": run_sections(checks=checks, playbooks=playbooks)}
+            "sections": run_sections(checks=checks, playbooks=playbooks),
+            "retried": [check for check in checks if check.retry],
+            "stress": stress_panels(run.report) if run and run.report else None}
 
 
 @guarded

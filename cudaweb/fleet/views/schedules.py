@@ -15,7 +15,7 @@ def schedule_list(request):
         data = form.cleaned_data
         try:
             schedules.schedule_create(every_hours=data["every_hours"], mode=data["mode"], node=data["node"],
-                                      label=data["label"])
+                                      label=data["label"], burnin_seconds=data["burnin_seconds"])
             return redirect("runs:schedules")
         except ValueError as exc:
             form.add_error(None, str(exc))

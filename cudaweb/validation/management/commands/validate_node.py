@@ -1,4 +1,4 @@
-"""manage.py validate_node (NAME... | --label L) [--mode M] [--wait] [--json]."""
+"""manage.py validate_node (NAME... | --label L) [--mode M] [--burnin-seconds N] [--wait] [--json]."""
 
 import json
 import time
@@ -7,9 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.validation import burnin
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
-from cudaweb.validation.services import agent_budget_s, run_request
+from cudaweb.validation.services import run_request, task_budget_s
 
 EXIT_PASS, EXIT_FINDINGS, EXIT_INCOMPLETE = 0, 1, 2
 GRACE_S = 180  # queueing and transport on top of the agent's own budget
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("nodes", nargs="*", metavar="NAME", help="node names")
         parser.add_argument("--label", help="every node with this label")
         parser.add_argument("--mode", choices=ValidationRun.Mode.values, default=ValidationRun.Mode.QUICK)
+        parser.add_argument("--burnin-seconds", type=int, help="burn-in mode: the sustained load's length (300)")
         parser.add_argument("--wait", action="store_true", help="wait for the runs to end")
         parser.add_argument("--json", action="store_true", help="print the stored reports (or failures) as JSON")
 
@@ -42,10 +44,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         nodes = self._nodes(options)
+        seconds = options["burnin_seconds"]
+        if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
+            raise CommandError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
         runs = []
         for node in nodes:
             try:
-                runs.append(run_request(node=node, mode=options["mode"]))
+                runs.append(run_request(node=node, mode=options["mode"], burnin_seconds=options["burnin_seconds"]))
             except BrokerUnavailable as exc:
                 raise CommandError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
                     str(r.id) for r in runs)), returncode=EXIT_INCOMPLETE)
@@ -53,7 +58,7 @@ class Command(BaseCommand):
             for run in runs:
                 self.stdout.write(str(run.id))
             return
-        deadline = time.monotonic() + max(agent_budget_s(n, options["mode"]) for n in nodes) + GRACE_S
+        deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
         while any(run.is_live for run in runs) and time.monotonic() < deadline:
             time.sleep(0.5)
             for run in runs:

@@ -1,0 +1,75 @@
+"""The RMA evidence bundle of an acceptance or quarantine decision: one zip with the record (JSON, its digest), the
+node's recent history (JSON) and the burn-in series as CSV, for a vendor ticket."""
+
+import hashlib
+import io
+import json
+import zipfile
+from datetime import timedelta
+
+from django.utils import timezone
+
+from cudaweb.fleet.services import acceptance_export
+from cudaweb.validation import burnin
+from cudaweb.validation.models import CheckResult, ValidationRun
+from cudaweb.validation.selectors import node_flakiness
+
+HISTORY_DAYS = 30
+HISTORY_RUNS = 50
+SERIES_RUNS = 5  # burn-in runs of the history whose series come along, besides the record's own
+
+
+def _history(node, now):
+    """The node's runs of the last HISTORY_DAYS days (at most HISTORY_RUNS, newest first), each with its checks that
+    did not pass and the checks it ran twice."""
+    runs = list(ValidationRun.objects.filter(node=node, created__gte=now - timedelta(days=HISTORY_DAYS))
+                .defer("raw_output", "progress", "report").order_by("-created")[:HISTORY_RUNS])
+    findings = {}
+    for check in CheckResult.objects.filter(run__in=runs).exclude(status__in=("pass", "skip"), retry="").only(
+            "run_id", "check_id", "layer", "status", "summary", "signatures", "retry"):
+        findings.setdefault(check.run_id, []).append({
+            "check": check.check_id, "layer": check.layer, "status": check.status, "summary": check.summary[:500],
+            "signatures": check.signatures, "retry": check.retry})
+    return runs, [{"run": str(run.id), "created": run.created.isoformat(), "mode": run.mode,
+                   "burnin_seconds": run.burnin_seconds, "rests_on": burnin.describe(run.mode, run.burnin_seconds),
+                   "trigger": run.trigger, "status": run.status, "verdict": run.verdict, "reason": run.reason[:1000],
+                   "finished": run.finished.isoformat() if run.finished else None, "metrics": run.metrics,
+                   "drifted": run.drifted, "findings": findings.get(run.id, [])} for run in runs]
+
+
+def rma_bundle(record, *, now=None):
+    """(file name, zip bytes): record.json (the record as exported, with its digest), history.json (the node's
+    recent runs, its flaky count), burnin-series.csv (the record's run) and series/<run>.csv for the recent burn-in
+    runs, and MANIFEST.json with each file's sha256."""
+    now = now or timezone.now()
+    node = record.node
+    runs, history = _history(node, now)
+    files = {
+        "record.json": json.dumps(acceptance_export(record), indent=2, sort_keys=True, default=str),
+        "history.json": json.dumps({"node": node.name, "since": (now - timedelta(days=HISTORY_DAYS)).isoformat(),
+                                    "flaky": node_flakiness(node, now=now), "runs": history},
+                                   indent=2, sort_keys=True, default=str),
+    }
+    own = burnin.report_series((record.evidence or {}).get("report"))
+    if own:
+        files["burnin-series.csv"] = burnin.series_csv(own)
+    burnin_runs = [run.id for run in runs if burnin.is_burnin(run.mode) and run.id != record.run_id][:SERIES_RUNS]
+    for run in ValidationRun.objects.filter(id__in=burnin_runs).only("id", "report"):
+        samples = burnin.report_series(run.report)
+        if samples:
+            files["series/%s.csv" % run.id] = burnin.series_csv(samples)
+    manifest = {"node": node.name, "record": str(record.id), "decision": record.decision,
+                "rests_on": record_rests_on(record), "made": now.isoformat(),
+                "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sorted(files.items())}}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr("MANIFEST.json", json.dumps(manifest, indent=2, sort_keys=True))
+        for name, text in sorted(files.items()):
+            bundle.writestr(name, text)
+    return "evidence-%s-%s.zip" % (node.name, record.id), buffer.getvalue()
+
+
+def record_rests_on(record):
+    """"full + burn-in 30 min", "standard", ...: the mode (and burn-in length) the decision's run used."""
+    run = (record.evidence or {}).get("run") or {}
+    return run.get("rests_on") or burnin.describe(run.get("mode", ""), run.get("burnin_seconds"))
