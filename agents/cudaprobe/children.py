@@ -170,6 +170,25 @@ class Worker:
                 pass
 
 
+TIMING_KEYS = ("task_s", "setup_s", "measured_s")
+
+
+def call_timing(ctx, task, ranks, sent, outcomes):
+    """One GPU task call for the report's waterfall: when it was sent, how long until every rank answered, and the
+    slowest rank's own split (task_s in the worker; setup_s and measured_s as the task reports them)."""
+    entry = {"task": task.__name__, "ranks": list(ranks), "started_s": ctx.since_start(sent),
+             "wall_s": round(time.monotonic() - sent, 3)}
+    timings = [(o.result or {}).get("timing") or {} for o in outcomes if isinstance(o.result, dict)]
+    for key in TIMING_KEYS:
+        values = [t[key] for t in timings if isinstance(t.get(key), (int, float))]
+        if values:
+            entry[key] = round(max(values), 3)
+    phases = next((t["phases"] for t in timings if isinstance(t.get("phases"), dict)), None)
+    if phases:
+        entry["phases"] = {k: round(v, 3) for k, v in phases.items() if isinstance(v, (int, float))}
+    return entry
+
+
 class Pool:
     """Workers keyed by rank, started on first use with the same environment."""
 
@@ -191,6 +210,8 @@ class Pool:
                 rank_env = dict(self.env, RANK=str(rank))
                 rank_env.setdefault("LOCAL_RANK", str(rank))  # a cross-node rank drives its host's GPU 0
                 self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
+                self.workers[rank].timing = {"rank": rank, "started_s": self.ctx.since_start()}
+                self.ctx.worker_timings.append(self.workers[rank].timing)
 
     def call(self, task, args, ranks, timeout):
         """Run the @gpu_task `task` on each rank at once under one deadline; a list of TaskOutcome in rank order.
@@ -201,6 +222,7 @@ class Pool:
         """
         self.start(ranks)
         workers = [self.workers[r] for r in ranks]
+        sent = time.monotonic()
         for worker in workers:
             worker.send(task_name(task), args)
         deadline = time.monotonic() + timeout
@@ -226,6 +248,11 @@ class Pool:
         finally:
             selector.close()
         outcomes = [w.outcome(w.rank in timed_out, task.__name__) for w in workers]
+        self.ctx.task_timings.append(call_timing(self.ctx, task, ranks, sent, outcomes))
+        for worker in workers:
+            imported = ((worker.result or {}).get("timing") or {}).get("import_s")
+            if imported is not None and getattr(worker, "timing", None) is not None:
+                worker.timing["import_s"] = round(imported, 3)
         if not all(o.ok for o in outcomes):
             self.close()
         if self.ctx.records is not None:

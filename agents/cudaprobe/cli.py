@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 
-from agents.cudaprobe import AGENT_VERSION, proc
+from agents.cudaprobe import AGENT_VERSION, children, proc
 from agents.cudaprobe.engine import Context, record_of, run_checks, select
 from agents.cudaprobe.model import LAYERS
 from agents.cudaprobe.registry import MODES, load_all
@@ -59,6 +59,13 @@ def watch_stdin(ctx):
     threading.Thread(target=watch, daemon=True, name="stdin-watch").start()
 
 
+def prestart_workers(ctx):
+    """Start the first GPU workers now, so that they import torch while L0-L2 run (torch.import waits for them
+    anyway): rank 0, and rank 1 where gloo needs two ranks even on a one-GPU host. The other GPUs' workers start
+    once L1 has counted the GPUs (checks.torch.torch_info)."""
+    children.local_pool(ctx).start([0] if ctx.mode == "quick" else [0, 1])
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -82,6 +89,8 @@ def main(argv=None):
         watch_stdin(ctx)
     if args.record:
         ctx.records = []
+    if any(spec.id == "torch.import" for spec in chosen):
+        prestart_workers(ctx)
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
     if args.record:
         with open(args.record, "w") as fh:

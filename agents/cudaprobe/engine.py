@@ -28,10 +28,17 @@ class Context:
         self.pool = None  # the run's GPU workers (children.local_pool), or a children.ReplayPool
         self.isolated = None  # a pre-started worker for the next isolated task (children.run_task)
         self.records = None  # a list when --record keeps the GPU tasks' raw outcomes
+        self.t0 = time.monotonic()  # the run's clock: checks, tasks and workers are timed from here
+        self.task_timings = []  # one entry per GPU task call (children.Pool.call), for the report's waterfall
+        self.worker_timings = []  # one entry per GPU worker started (children.Worker)
 
     def inventory(self):
         """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
         return self.facts.setdefault("inventory", {})
+
+    def since_start(self, moment=None):
+        """Seconds from the run's start to `moment` (time.monotonic(), default now)."""
+        return round((time.monotonic() if moment is None else moment) - self.t0, 3)
 
     def close(self):
         for pool in (self.pool, self.isolated):
@@ -106,6 +113,7 @@ def _blocker(spec, results):
 def _run_one(spec, ctx):
     ctx.budget_s = spec.budget_s
     started = time.monotonic()
+    first_task = len(ctx.task_timings)
     blocker = _blocker(spec, ctx.results)
     if blocker:
         outcome = Outcome(SKIP, "blocked: %s did not pass" % blocker)
@@ -115,11 +123,12 @@ def _run_one(spec, ctx):
         except Exception as exc:  # a bug or surprise in one check must not lose the report
             outcome = Outcome(ERROR, "check raised %s: %s" % (type(exc).__name__, exc),
                               evidence=traceback.format_exc(), signatures=["agent_check_error"])
-    return {
+    result = {
         "id": spec.id,
         "layer": spec.layer,
         "title": spec.title,
         "status": outcome.status,
+        "started_s": ctx.since_start(started),
         "duration_s": round(time.monotonic() - started, 3),
         "summary": outcome.summary,
         "metrics": outcome.metrics,
@@ -127,6 +136,9 @@ def _run_one(spec, ctx):
         "signatures": outcome.signatures,
         "blocked_by": blocker or (outcome.blocked_by if outcome.status == SKIP else None),
     }
+    if len(ctx.task_timings) > first_task:
+        result["tasks"] = ctx.task_timings[first_task:]
+    return result
 
 
 def enforce_layer_order(checks):
@@ -157,7 +169,7 @@ def verdict_of(checks):
 
 
 def run_checks(specs, ctx, events=None):
-    started = time.time()
+    started = time.time() - (time.monotonic() - ctx.t0)  # wall clock of ctx.t0: workers may start before this call
     emit_event(events, event="start", mode=ctx.mode, checks=[s.id for s in specs])
     checks = []
     try:
@@ -187,6 +199,7 @@ def run_checks(specs, ctx, events=None):
         "verdict": verdict_of(checks),
         "inventory": ctx.facts.get("inventory", {}),
         "checks": checks,
+        "timing": {"workers": ctx.worker_timings},
     }
     emit_event(events, event="finished", verdict=report["verdict"])
     return report

@@ -31,13 +31,21 @@ def _release_cached_memory():
 
 
 def run_one(name, args):
-    """Run one task; the result, or the exception described in it."""
+    """Run one task; the result, or the exception described in it. A result's "timing" gains task_s (the task's
+    own seconds in this worker) and import_s (this worker's torch import), for the report's waterfall."""
+    started = time.perf_counter()
     try:
         result = resolve_task(name)(args)
         _release_cached_memory()
-        return result
     except BaseException as exc:  # the parent needs the reason in the result line, whatever it was
         return {"error": type(exc).__name__, "message": str(exc)[:4000], "traceback": traceback.format_exc()[-8000:]}
+    if isinstance(result, dict):
+        timing = result.setdefault("timing", {})
+        if isinstance(timing, dict):
+            timing["task_s"] = time.perf_counter() - started
+            if args.get("torch_import_s") is not None:
+                timing.setdefault("import_s", args["torch_import_s"])
+    return result
 
 
 def reply(result):
