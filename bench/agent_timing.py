@@ -36,8 +36,9 @@ def breakdown(report, out=sys.stdout):
     out.write("%s: %s, %s, %.2f s\n" % (os.path.basename(report["_path"]), report["mode"], report["verdict"],
                                        report["duration_s"]))
     for worker in (report.get("timing") or {}).get("workers", []):
-        out.write("  worker rank %d started at %6.2f s, torch imported in %s s\n" % (
-            worker["rank"], worker["started_s"], worker.get("import_s", "?")))
+        out.write("  %s worker rank %d started at %6.2f s, torch imported in %s s%s\n" % (
+            worker.get("role", "measure"), worker["rank"], worker["started_s"], worker.get("import_s", "?"),
+            ", preload %s s" % worker["preload_s"] if "preload_s" in worker else ""))
     small = [c for c in report["checks"] if c["duration_s"] < SHOWN_S]
     for check in sorted(report["checks"], key=lambda c: c["started_s"]):
         if check["duration_s"] < SHOWN_S:

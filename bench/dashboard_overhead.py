@@ -7,12 +7,14 @@ started and ended. For each mode, ROUNDS runs; per run:
 - request -> stored: from run_request() to the run's `finished` (the report stored, the run in its end state);
 - agent: the agent process's own wall time, read by the wrapper;
 - overhead: the difference (queue, broker hop, task start, bundle upload, progress writes, storing the report);
-and then the same through `manage.py validate_node --wait --json`, whose wall time also holds Django's start.
+and then the same through `manage.py validate_node --wait --json`, whose wall time also holds Django's start
+(start -> request) and the wait's notice and the report's print (stored -> exit).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cudaweb_bench python3 bench/dashboard_overhead.py --rounds 5
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -77,7 +79,7 @@ def main():
         time.sleep(3)  # the worker's start is no part of a run
         for mode in args.modes.split(","):
             rows = {"request -> stored": [], "agent": [], "overhead": [], "validate_node --wait": [],
-                    "validate_node overhead": []}
+                    "validate_node overhead": [], "  start -> request": [], "  stored -> exit": []}
             for number in range(args.rounds + 1):  # the first run warms the worker (bundle built, uploaded)
                 times.write_text("")
                 requested = time.time()
@@ -90,7 +92,8 @@ def main():
                 began = time.time()
                 command = subprocess.run([sys.executable, "manage.py", "validate_node", node.name, "--mode", mode,
                                           "--wait", "--json"], cwd=REPO, env=dict(os.environ), capture_output=True)
-                command_s = time.time() - began
+                ended = time.time()
+                command_s = ended - began
                 c_start, c_end = map(float, times.read_text().split())
                 if number == 0:
                     continue
@@ -100,6 +103,9 @@ def main():
                 rows["validate_node --wait"].append(command_s)
                 rows["validate_node overhead"].append(command_s - (c_end - c_start))
                 assert command.returncode in (0, 1), command.stderr[-2000:]
+                waited = ValidationRun.objects.get(id=json.loads(command.stdout)["run"])
+                rows["  start -> request"].append(waited.created.timestamp() - began)
+                rows["  stored -> exit"].append(ended - waited.finished.timestamp())
             print("%s, %d runs (%s), min / median / max s:" % (mode, args.rounds, run.status))
             for name, values in rows.items():
                 print("  %-24s %s" % (name, spread(values)))

@@ -2,6 +2,8 @@
 # Before / after timing of the bare agent in one lease (issue 22), with the plain reference loop beside it.
 # Usage (device machine, from a folder holding before/ and after/, each with agents/ and bench/):
 #   OUT=/some/dir BUDGET_S=400 bash after/bench/timing_on_device.sh
+# SIDES=after (default "before after"), QUICK_RUNS / STANDARD_RUNS / FULL_RUNS (5 each) and REFERENCE=0 (no
+# reference loop) narrow it, for a second lease that re-measures one side.
 # Order: the reference loop, then quick x5, standard x5 and full (as many as the budget allows, two at least
 # asked), before and after taking turns so that a drift of the lease hits both alike; the reference loop again
 # at the end when time is left. after/ runs keep --record files. Everything goes into $OUT/timing.tar.gz.
@@ -34,16 +36,21 @@ run() {  # side mode index [need_s]
   end=$(date +%s%N)
   echo "$side $mode $i rc=$rc wall_ms=$(( (end - start) / 1000000 ))" | tee -a "$work/timings.txt"
 }
-reference reference-1
-reference reference-autotune --autotune
-python3 -X importtime -c 'import torch' 2> "$work/importtime.txt"
-for i in 1 2 3 4 5; do run before quick $i 10; run after quick $i 10; done
-for i in 1 2 3 4 5; do run after standard $i 40; run before standard $i 40; done
-for i in 1 2 3 4 5; do run after full $i 45; run before full $i 70; done
-[ "$(left)" -gt 20 ] && reference reference-2
+sides=${SIDES:-before after}
+has() { case " $sides " in *" $1 "*) return 0;; esac; return 1; }
+if [ "${REFERENCE:-1}" = 1 ]; then
+  reference reference-1
+  reference reference-autotune --autotune
+  python3 -X importtime -c 'import torch' 2> "$work/importtime.txt"
+fi
+for i in $(seq "${QUICK_RUNS:-5}"); do has before && run before quick $i 10; has after && run after quick $i 10; done
+for i in $(seq "${STANDARD_RUNS:-5}"); do
+  has after && run after standard $i 40; has before && run before standard $i 40; done
+for i in $(seq "${FULL_RUNS:-5}"); do has after && run after full $i 45; has before && run before full $i 70; done
+[ "${REFERENCE:-1}" = 1 ] && [ "$(left)" -gt 20 ] && reference reference-2
 ps -eo pid,args | grep -c '[a]gents.cudaprobe' | sed 's/^/agent processes left: /' | tee -a "$work/timings.txt"
 ls /tmp | grep -c cudaprobe | sed 's/^/agent temp files left: /' | tee -a "$work/timings.txt"
 tar -C "$work" -czf "$out/timing.tar.gz" .
-(cd "$here/after" && python3 bench/agent_timing.py --walls "$work/timings.txt" --compare "$work"/before-*[0-9].json -- \
-  "$work"/after-*[0-9].json) \
+(cd "$here/after" && python3 bench/agent_timing.py --walls "$work/timings.txt" --compare $(ls "$work"/before-*[0-9].json \
+  2>/dev/null) -- "$work"/after-*[0-9].json) \
   | tee "$out/summary.txt"

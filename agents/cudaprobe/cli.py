@@ -59,11 +59,17 @@ def watch_stdin(ctx):
     threading.Thread(target=watch, daemon=True, name="stdin-watch").start()
 
 
-def prestart_workers(ctx):
+def prestart_workers(ctx, chosen):
     """Start the first GPU workers now, so that they import torch while L0-L2 run (torch.import waits for them
-    anyway): rank 0, and rank 1 where gloo needs two ranks even on a one-GPU host. The other GPUs' workers start
-    once L1 has counted the GPUs (checks.torch.torch_info)."""
+    anyway): rank 0, and rank 1 where gloo needs two ranks even on a one-GPU host; when the run trains, GPU 0's
+    training worker too, which then preloads torch._dynamo while L3-L5 run. The other GPUs' workers start once L1
+    has counted the GPUs (checks.torch.torch_info)."""
+    ids = {spec.id for spec in chosen}
+    if "torch.import" not in ids:
+        return
     children.local_pool(ctx).start([0] if ctx.mode == "quick" else [0, 1])
+    if "train.resnet18" in ids:
+        children.train_pool(ctx).start([0])
 
 
 def main(argv=None):
@@ -89,8 +95,7 @@ def main(argv=None):
         watch_stdin(ctx)
     if args.record:
         ctx.records = []
-    if any(spec.id == "torch.import" for spec in chosen):
-        prestart_workers(ctx)
+    prestart_workers(ctx, chosen)
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
     if args.record:
         with open(args.record, "w") as fh:

@@ -27,6 +27,7 @@ class Context:
         self.budget_s = 30
         self.pool = None  # the run's GPU workers (children.local_pool), or a children.ReplayPool
         self.isolated = None  # a pre-started worker for the next isolated task (children.run_task)
+        self.trainers = None  # the training workers (children.train_pool)
         self.records = None  # a list when --record keeps the GPU tasks' raw outcomes
         self.t0 = time.monotonic()  # the run's clock: checks, tasks and workers are timed from here
         self.task_timings = []  # one entry per GPU task call (children.Pool.call), for the report's waterfall
@@ -41,7 +42,7 @@ class Context:
         return round((time.monotonic() if moment is None else moment) - self.t0, 3)
 
     def close(self):
-        for pool in (self.pool, self.isolated):
+        for pool in (self.pool, self.isolated, self.trainers):
             if pool is not None:
                 pool.remove()
 

@@ -24,11 +24,20 @@ def test_the_first_workers_start_before_l0_and_report_their_torch_import(tmp_pat
                           env={"PYTHONPATH": "%s:%s" % (FAKE_TORCH, os.getcwd())})
     workers = {}
     for worker in report["timing"]["workers"]:  # a failed task ends its pool: later workers are listed too
-        workers.setdefault(worker["rank"], worker)
-    assert {0, 1} <= set(workers)  # gloo's two ranks, even before L1 has counted the GPUs
+        workers.setdefault((worker["role"], worker["rank"]), worker)
+    # gloo's two ranks, even before L1 has counted the GPUs, and GPU 0's training worker
+    assert {("measure", 0), ("measure", 1), ("train", 0)} <= set(workers)
     first_check = min(c["started_s"] for c in report["checks"])
-    assert workers[0]["started_s"] <= first_check and workers[1]["started_s"] <= first_check
-    assert workers[0]["import_s"] >= 0
+    assert all(workers[key]["started_s"] <= first_check for key in [("measure", 0), ("measure", 1), ("train", 0)])
+    assert workers[("measure", 0)]["import_s"] >= 0
+
+
+def test_quick_starts_one_measuring_worker_and_no_training_worker(tmp_path):
+    report, _ = run_agent(Scenario(tmp_path), args=["--mode", "quick"],
+                          env={"PYTHONPATH": "%s:%s" % (FAKE_TORCH, os.getcwd())})
+    first = report["timing"]["workers"][0]
+    assert (first["role"], first["rank"]) == ("measure", 0)
+    assert not [w for w in report["timing"]["workers"] if w["role"] == "train"]
 
 
 def test_no_worker_starts_when_no_selected_check_needs_torch(tmp_path):

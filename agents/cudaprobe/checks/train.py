@@ -213,7 +213,8 @@ def train_resnet18(ctx):
     if too_old:
         return too_old
     # One process per GPU, all at once: the same load on every GPU makes a slow one stand out.
-    outcomes = children.run_ranks(ctx, gpu_train, world, plan)
+    children.hand_gpus_to_trainers(ctx)
+    outcomes = children.run_ranks(ctx, gpu_train, world, plan, pool=children.train_pool(ctx))
     if not all_ok(outcomes):
         return task_failure(outcomes, "ResNet-18 training", "training_failed", "training_hang")
     runs = {o.result["gpu"]: o.result["precisions"] for o in outcomes}
@@ -255,7 +256,8 @@ def train_ddp(ctx):
     if too_old:
         return too_old
     plan = dict(PLANS[ctx.mode], timeout_s=60)
-    outcomes = children.run_ranks(ctx, gpu_ddp, world, plan)
+    children.hand_gpus_to_trainers(ctx)
+    outcomes = children.run_ranks(ctx, gpu_ddp, world, plan, pool=children.train_pool(ctx))
     if not all_ok(outcomes):
         return task_failure(outcomes, "DDP training", "training_failed", "nccl_hang")
     result = outcomes[0].result
