@@ -52,10 +52,14 @@ def run_waterfall(*, report):
     total = max(ends + [_number(report.get("duration_s")) or 0.0, 0.001])
     rows = []
     for worker in workers:
-        imported = _number(worker.get("import_s")) or 0.0
-        rows.append({"label": "worker rank %s" % worker.get("rank"), "kind": "worker",
-                     "start": _number(worker["started_s"]), "seconds": imported,
-                     "bars": [_bar(_number(worker["started_s"]), imported, total, "import", "import torch")]})
+        start = _number(worker["started_s"])
+        imported, preloaded = _number(worker.get("import_s")) or 0.0, _number(worker.get("preload_s")) or 0.0
+        bars = [_bar(start, imported, total, "import", "import torch %.2f s" % imported)]
+        if preloaded:
+            bars.append(_bar(start + imported, preloaded, total, "preload", "preload %.2f s" % preloaded))
+        role = worker.get("role") if worker.get("role") in ("measure", "train") else "measure"
+        rows.append({"label": "%s worker, rank %s" % (role, worker.get("rank")), "kind": "worker", "start": start,
+                     "seconds": imported + preloaded, "bars": bars})
     small = [c for c in checks if _number(c["duration_s"]) < SHOWN_S]
     for check in sorted((c for c in checks if _number(c["duration_s"]) >= SHOWN_S),
                         key=lambda c: _number(c["started_s"])):

@@ -22,8 +22,8 @@ def test_the_run_page_draws_each_check_and_its_gpu_tasks_split_into_setup_and_me
     report = real_report(TIMED)
     run = stored_run(Node.objects.create(name="h200-timed", transport="local"), report)
     section = _section(operator_client.get(reverse("runs:run_detail", args=[run.id])).content.decode())
-    assert "train.resnet18" in section and "gpu_train" in section and "worker rank 0" in section
-    assert 'class="wf-measured"' in section and 'class="wf-setup"' in section
+    assert "train.resnet18" in section and "gpu_train" in section and "train worker, rank 0" in section
+    assert 'class="wf-measured"' in section and 'class="wf-setup"' in section and 'class="wf-preload"' in section
     assert "style=" not in section and "<script" not in section
     train = next(c for c in report["checks"] if c["id"] == "train.resnet18")
     assert "%.2f s" % train["duration_s"] in section
