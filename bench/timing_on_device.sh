@@ -15,14 +15,16 @@ here=$(pwd)
 t0=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - t0) )); }
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv
+{ nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv
   python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)'
   env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM|CUDA)' ; } > "$work/host.txt" 2>&1
 cat "$work/host.txt"
 reference() {  # name [args]
   local name=$1; shift
   (cd "$here/after" && python3 bench/reference_loop.py --json "$work/$name.json" "$@") > "$work/$name.txt" 2>&1
-  echo "reference $name rc=$? $(grep -E '^(matmul_tf32|resnet18_amp_bf16|wall_s)' "$work/$name.txt" | tr -s ' ' | tr '\n' ' ')"
+  echo "reference $name rc=$? $(grep -E '^(matmul_tf32|resnet18_amp_bf16|wall_s)' "$work/$name.txt" |
+    tr -s ' ' | tr '\n' ' ')"
 }
 run() {  # side mode index [need_s]
   local side=$1 mode=$2 i=$3 need=${4:-0} name="$1-$2-$3" extra=()
@@ -51,6 +53,6 @@ for i in $(seq "${FULL_RUNS:-5}"); do has after && run after full $i 45; has bef
 ps -eo pid,args | grep -c '[a]gents.cudaprobe' | sed 's/^/agent processes left: /' | tee -a "$work/timings.txt"
 ls /tmp | grep -c cudaprobe | sed 's/^/agent temp files left: /' | tee -a "$work/timings.txt"
 tar -C "$work" -czf "$out/timing.tar.gz" .
-(cd "$here/after" && python3 bench/agent_timing.py --walls "$work/timings.txt" --compare $(ls "$work"/before-*[0-9].json \
-  2>/dev/null) -- "$work"/after-*[0-9].json) \
+(cd "$here/after" && python3 bench/agent_timing.py --walls "$work/timings.txt" \
+  --compare $(ls "$work"/before-*[0-9].json 2>/dev/null) -- "$work"/after-*[0-9].json) \
   | tee "$out/summary.txt"
