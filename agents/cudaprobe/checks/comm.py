@@ -51,9 +51,9 @@ def init_group(torch, backend, args):
 
 def _await_master(addr, port, deadline):
     """Wait until rank 0's store listens. Every rank gets its task at the same moment, and a rank that reaches the
-    store first is refused and retries only after torch's backoff (about a second, seen as a 0.7-1.8 s gloo_init_s
-    on H200 hosts where 0.03 s is the rest): waiting here in 5 ms steps joins as soon as the store is up. Past the
-    deadline init_process_group is left to fail in its own words."""
+    store before it listens is refused and retries only after torch's connect backoff (our reading of the 0.7-1.8 s
+    gloo_init_s of some H200 runs, where others took 0.03 s): waiting here in 5 ms steps joins as soon as the store
+    is up. Past the deadline init_process_group is left to fail in its own words."""
     import socket
 
     while time.perf_counter() < deadline:
