@@ -4,7 +4,24 @@ A benchmark figure taken while another process computes on the same GPU says not
 mark such figures busy instead of judging them slow (judge.busy_gpus). Without pynvml the answer is None: unknown.
 """
 
+import atexit
 import os
+
+_initialised = []  # [pynvml] once NVML is up in this worker: one nvmlInit per worker, not two per task
+
+
+def _nvml(pynvml):
+    if not _initialised:
+        pynvml.nvmlInit()
+        _initialised.append(pynvml)
+        atexit.register(_shutdown)
+
+
+def _shutdown():
+    try:
+        _initialised.pop().nvmlShutdown()
+    except Exception:
+        pass  # the worker is ending anyway
 
 
 def snapshot(torch, device):
@@ -14,13 +31,10 @@ def snapshot(torch, device):
     except ImportError:
         return None
     try:
-        pynvml.nvmlInit()
-        try:
-            handle = _handle(pynvml, torch, device)
-            pids = [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
-            util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
-        finally:
-            pynvml.nvmlShutdown()
+        _nvml(pynvml)
+        handle = _handle(pynvml, torch, device)
+        pids = [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)]
+        util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
     except Exception as exc:  # NVML missing on the host, or the query unsupported: unknown, not a failure
         return {"error": "%s: %s" % (type(exc).__name__, exc)}
     return {"pids": sorted(set(pids)), "util": util, "self": os.getpid()}

@@ -25,6 +25,9 @@ from agents.cudaprobe.worker import RESULT_MARKER
 FAIL_FAST_GRACE_S = 5.0
 # NCCL names its transports only at INFO; the workers are ours, so this changes nothing on the host.
 POOL_ENV = {"NCCL_DEBUG": "INFO"}
+# The training workers import these after torch, before their first task: torch.optim's first use imports
+# torch._dynamo, 4-6 s on an H200 host's CPU (issue 22), which they pay while the L4-L5 checks run.
+TRAIN_PRELOAD = "torch._dynamo"
 
 
 def package_root():
@@ -170,11 +173,32 @@ class Worker:
                 pass
 
 
+TIMING_KEYS = ("task_s", "setup_s", "measured_s")
+
+
+def call_timing(ctx, task, ranks, sent, outcomes):
+    """One GPU task call for the report's waterfall: when it was sent, how long until every rank answered, and the
+    slowest rank's own split (task_s in the worker; setup_s and measured_s as the task reports them)."""
+    entry = {"task": task.__name__, "ranks": list(ranks), "started_s": ctx.since_start(sent),
+             "wall_s": round(time.monotonic() - sent, 3)}
+    timings = [(o.result or {}).get("timing") or {} for o in outcomes if isinstance(o.result, dict)]
+    for key in TIMING_KEYS:
+        values = [t[key] for t in timings if isinstance(t.get(key), (int, float))]
+        if values:
+            entry[key] = round(max(values), 3)
+    phases = next((t["phases"] for t in timings if isinstance(t.get("phases"), dict)), None)
+    if phases:
+        entry["phases"] = {k: round(v, 3) for k, v in phases.items() if isinstance(v, (int, float))}
+    return entry
+
+
 class Pool:
     """Workers keyed by rank, started on first use with the same environment."""
 
-    def __init__(self, ctx, env=None):
+    def __init__(self, ctx, env=None, role="measure"):
         self.ctx = ctx
+        self.role = role
+        self.started_pids = set()  # every worker it ever started: all ours, for telling other processes apart
         # torch and the CUDA driver write caches (inductor, triton, the JIT ComputeCache) under /tmp or ~ on first
         # use; point them at a scratch directory of this pool, removed with it, so nothing is left on the host.
         self.scratch = tempfile.mkdtemp(prefix="cudaprobe-")
@@ -191,6 +215,9 @@ class Pool:
                 rank_env = dict(self.env, RANK=str(rank))
                 rank_env.setdefault("LOCAL_RANK", str(rank))  # a cross-node rank drives its host's GPU 0
                 self.workers[rank] = Worker(child_env(self.ctx, rank_env), rank)
+                self.started_pids.add(self.workers[rank].popen.pid)
+                self.workers[rank].timing = {"rank": rank, "role": self.role, "started_s": self.ctx.since_start()}
+                self.ctx.worker_timings.append(self.workers[rank].timing)
 
     def call(self, task, args, ranks, timeout):
         """Run the @gpu_task `task` on each rank at once under one deadline; a list of TaskOutcome in rank order.
@@ -201,6 +228,7 @@ class Pool:
         """
         self.start(ranks)
         workers = [self.workers[r] for r in ranks]
+        sent = time.monotonic()
         for worker in workers:
             worker.send(task_name(task), args)
         deadline = time.monotonic() + timeout
@@ -226,6 +254,12 @@ class Pool:
         finally:
             selector.close()
         outcomes = [w.outcome(w.rank in timed_out, task.__name__) for w in workers]
+        self.ctx.task_timings.append(call_timing(self.ctx, task, ranks, sent, outcomes))
+        for worker in workers:
+            timing = (worker.result or {}).get("timing") or {}
+            for key in ("import_s", "preload_s"):
+                if isinstance(timing.get(key), (int, float)) and getattr(worker, "timing", None) is not None:
+                    worker.timing[key] = round(timing[key], 3)
         if not all(o.ok for o in outcomes):
             self.close()
         if self.ctx.records is not None:
@@ -234,7 +268,7 @@ class Pool:
         return outcomes
 
     def pids(self):
-        return {w.popen.pid for w in self.workers.values()}
+        return set(self.started_pids)
 
     def close(self):
         """End every worker (their process groups); a later call starts fresh ones."""
@@ -285,6 +319,33 @@ def local_pool(ctx):
     return ctx.pool
 
 
+def train_pool(ctx):
+    """The run's training workers, one per GPU (rank r trains on GPU r), created on first use: apart from the
+    measuring workers so that they preload what training needs while L4-L5 measure (a replayed run answers from
+    its records instead)."""
+    if isinstance(ctx.pool, ReplayPool):
+        return ctx.pool
+    if ctx.trainers is None:
+        ctx.trainers = Pool(ctx, env={"CUDAPROBE_WORKER_PRELOAD": TRAIN_PRELOAD}, role="train")
+    return ctx.trainers
+
+
+def hand_gpus_to_trainers(ctx):
+    """End the measuring workers before training, so that one process of ours holds a context on each GPU at a
+    time (EXCLUSIVE_PROCESS compute mode allows no more); the L4-L5 checks that used them have run."""
+    if isinstance(ctx.pool, Pool):
+        ctx.pool.close()
+
+
+def our_pids(ctx):
+    """Every worker process this run started (measuring, training, replayed)."""
+    pids = set()
+    for pool in (ctx.pool, getattr(ctx, "trainers", None)):
+        if pool is not None:
+            pids |= pool.pids()
+    return pids
+
+
 def _own_pool(ctx, env=None):
     """A pool for one call, ended with it (a replayed run answers from its records instead)."""
     return ctx.pool if isinstance(ctx.pool, ReplayPool) else Pool(ctx, env=env)
@@ -327,7 +388,7 @@ def free_port(host="127.0.0.1"):
         return sock.getsockname()[1]
 
 
-def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, ranks=None):
+def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, ranks=None, pool=None):
     """Run a task on `world` ranks (or only `ranks` of them here: a cross-node pair runs one rank per host).
 
     Local ranks reuse the run's pool; a rendezvous with another host (`master` given) gets its own workers,
@@ -337,7 +398,7 @@ def run_ranks(ctx, task, world, args=None, timeout=None, env=None, master=None, 
     args = dict(args or {}, world=world, master=[addr, port])
     ranks = list(range(world)) if ranks is None else list(ranks)
     if master is None and env is None:
-        return local_pool(ctx).call(task, args, ranks, timeout or ctx.budget_s)
+        return (pool or local_pool(ctx)).call(task, args, ranks, timeout or ctx.budget_s)
     pool = _own_pool(ctx, env)
     try:
         return pool.call(task, args, ranks, timeout or ctx.budget_s)

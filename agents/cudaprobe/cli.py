@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 
-from agents.cudaprobe import AGENT_VERSION, proc
+from agents.cudaprobe import AGENT_VERSION, children, proc
 from agents.cudaprobe.engine import Context, record_of, run_checks, select
 from agents.cudaprobe.model import LAYERS, SKIP
 from agents.cudaprobe.registry import MODES, load_all
@@ -75,6 +75,19 @@ def watch_stdin(ctx):
     threading.Thread(target=watch, daemon=True, name="stdin-watch").start()
 
 
+def prestart_workers(ctx, chosen):
+    """Start the first GPU workers now, so that they import torch while L0-L2 run (torch.import waits for them
+    anyway): rank 0, and rank 1 where gloo needs two ranks even on a one-GPU host; when the run trains, GPU 0's
+    training worker too, which then preloads torch._dynamo while L3-L5 run. The other GPUs' workers start once L1
+    has counted the GPUs (checks.torch.torch_info)."""
+    ids = {spec.id for spec in chosen}
+    if "torch.import" not in ids:
+        return
+    children.local_pool(ctx).start([0] if ctx.mode == "quick" else [0, 1])
+    if "train.resnet18" in ids:
+        children.train_pool(ctx).start([0])
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -101,6 +114,7 @@ def main(argv=None):
         watch_stdin(ctx)
     if args.record:
         ctx.records = []
+    prestart_workers(ctx, chosen)
     report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
     if args.only:
         add_not_selected(report, specs, chosen, args.mode, args.only)

@@ -28,14 +28,22 @@ class Context:
         self.budget_s = 30
         self.pool = None  # the run's GPU workers (children.local_pool), or a children.ReplayPool
         self.isolated = None  # a pre-started worker for the next isolated task (children.run_task)
+        self.trainers = None  # the training workers (children.train_pool)
         self.records = None  # a list when --record keeps the GPU tasks' raw outcomes
+        self.t0 = time.monotonic()  # the run's clock: checks, tasks and workers are timed from here
+        self.task_timings = []  # one entry per GPU task call (children.Pool.call), for the report's waterfall
+        self.worker_timings = []  # one entry per GPU worker started (children.Worker)
 
     def inventory(self):
         """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
         return self.facts.setdefault("inventory", {})
 
+    def since_start(self, moment=None):
+        """Seconds from the run's start to `moment` (time.monotonic(), default now)."""
+        return round((time.monotonic() if moment is None else moment) - self.t0, 3)
+
     def close(self):
-        for pool in (self.pool, self.isolated):
+        for pool in (self.pool, self.isolated, self.trainers):
             if pool is not None:
                 pool.remove()
 
@@ -108,6 +116,7 @@ def _blocker(spec, results):
 def _run_one(spec, ctx):
     ctx.budget_s = spec.budget_s
     started = time.monotonic()
+    first_task = len(ctx.task_timings)
     blocker = _blocker(spec, ctx.results)
     if blocker:
         outcome = Outcome(SKIP, "blocked: %s did not pass" % blocker)
@@ -123,6 +132,7 @@ def _run_one(spec, ctx):
         "layer": spec.layer,
         "title": spec.title,
         "status": outcome.status,
+        "started_s": ctx.since_start(started),
         "duration_s": round(time.monotonic() - started, 3),
         "summary": outcome.summary,
         "metrics": outcome.metrics,
@@ -132,6 +142,8 @@ def _run_one(spec, ctx):
     }
     if isinstance(outcome.details, dict) and outcome.details.get("series"):
         result["series"] = outcome.details["series"]  # the burn-in's downsampled series, for the run page
+    if len(ctx.task_timings) > first_task:
+        result["tasks"] = ctx.task_timings[first_task:]
     return result
 
 
@@ -163,7 +175,7 @@ def verdict_of(checks):
 
 
 def run_checks(specs, ctx, events=None):
-    started = time.time()
+    started = time.time() - (time.monotonic() - ctx.t0)  # wall clock of ctx.t0: workers may start before this call
     emit_event(events, event="start", mode=getattr(ctx, "report_mode", ctx.mode), checks=[s.id for s in specs])
     checks = []
     try:
@@ -193,6 +205,7 @@ def run_checks(specs, ctx, events=None):
         "verdict": verdict_of(checks),
         "inventory": ctx.facts.get("inventory", {}),
         "checks": checks,
+        "timing": {"workers": ctx.worker_timings},
     }
     emit_event(events, event="finished", verdict=report["verdict"])
     return report

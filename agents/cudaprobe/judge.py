@@ -3,7 +3,7 @@ did not succeed, and the per-GPU figures (worst GPU, slow siblings)."""
 
 import statistics
 
-from agents.cudaprobe import expectations
+from agents.cudaprobe import children, expectations
 from agents.cudaprobe.model import FAIL, PASS, WARN, Outcome, failed
 
 # Lower-cased needles in the error text and the ranks' NCCL_DEBUG=INFO logs -> signature; the first match wins, so
@@ -110,7 +110,7 @@ def busy_gpus(ctx, entries, involved=()):
     """{gpu: why} for the GPUs another process computed on while `entries` (per-GPU task results with "activity")
     were measured. Ours are the pool's workers; where NVML lists none of ours (another PID namespace), more than
     one process on a GPU we hold means someone else was there."""
-    ours = set(ctx.pool.pids()) if ctx.pool is not None else set()
+    ours = children.our_pids(ctx)
     busy = {}
     for entry in entries:
         for snap in ((entry.get("activity") or {}).get(moment) for moment in ("before", "after")):

@@ -7,7 +7,9 @@ so the parent can always tell what happened. The parent enforces every budget an
 group when one runs out. What the tasks do lives with their checks in agents/cudaprobe/checks/.
 """
 
+import importlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -31,13 +33,35 @@ def _release_cached_memory():
 
 
 def run_one(name, args):
-    """Run one task; the result, or the exception described in it."""
+    """Run one task; the result, or the exception described in it. A result's "timing" gains task_s (the task's
+    own seconds in this worker) and import_s (this worker's torch import), for the report's waterfall."""
+    started = time.perf_counter()
     try:
         result = resolve_task(name)(args)
         _release_cached_memory()
-        return result
     except BaseException as exc:  # the parent needs the reason in the result line, whatever it was
         return {"error": type(exc).__name__, "message": str(exc)[:4000], "traceback": traceback.format_exc()[-8000:]}
+    if isinstance(result, dict):
+        timing = result.setdefault("timing", {})
+        if isinstance(timing, dict):
+            timing["task_s"] = time.perf_counter() - started
+            if args.get("torch_import_s") is not None:
+                timing.setdefault("import_s", args["torch_import_s"])
+    return result
+
+
+def _preload(names):
+    """Import the modules a worker's tasks will need (CUDAPROBE_WORKER_PRELOAD, comma separated) before the first
+    task; seconds it took, or None when none was asked. A module that fails is left for the task to meet."""
+    if not names.strip():
+        return None
+    started = time.perf_counter()
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+    return time.perf_counter() - started
 
 
 def reply(result):
@@ -47,10 +71,11 @@ def reply(result):
 
 def serve():
     started = time.perf_counter()
-    torch_import_s = None
+    torch_import_s = preload_s = None
     try:
         import torch  # noqa: F401 - paid once here, while the parent goes on with other checks
         torch_import_s = time.perf_counter() - started
+        preload_s = _preload(os.environ.get("CUDAPROBE_WORKER_PRELOAD", ""))
     except BaseException:
         pass  # each task imports torch again and reports the error as its result
     for line in sys.stdin:
@@ -64,7 +89,10 @@ def serve():
             continue
         if torch_import_s is not None:
             args.setdefault("torch_import_s", torch_import_s)
-        reply(run_one(name, args))
+        result = run_one(name, args)
+        if preload_s is not None and isinstance(result, dict) and isinstance(result.get("timing"), dict):
+            result["timing"].setdefault("preload_s", preload_s)
+        reply(result)
     return 0
 
 

@@ -43,8 +43,25 @@ def init_group(torch, backend, args):
         if "device_id" in inspect.signature(dist.init_process_group).parameters:  # torch 2.3 and newer
             kwargs["device_id"] = torch.device("cuda", local)
     started = time.perf_counter()
+    if rank != 0:
+        _await_master(addr, int(port), started + args.get("timeout_s", 60))
     dist.init_process_group(**kwargs)
     return dist, rank, world, time.perf_counter() - started
+
+
+def _await_master(addr, port, deadline):
+    """Wait until rank 0's store listens. Every rank gets its task at the same moment, and a rank that reaches the
+    store before it listens is refused and retries only after torch's connect backoff (our reading of the 0.7-1.8 s
+    gloo_init_s of some H200 runs, where others took 0.03 s): waiting here in 5 ms steps joins as soon as the store
+    is up. Past the deadline init_process_group is left to fail in its own words."""
+    import socket
+
+    while time.perf_counter() < deadline:
+        try:
+            socket.create_connection((addr, port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.005)
 
 
 @gpu_task
@@ -52,6 +69,7 @@ def gpu_allreduce(args):
     """All-reduce correctness and bandwidth; busbw = algbw * 2(n-1)/n as nccl-tests defines it."""
     import torch
 
+    started = time.perf_counter()
     backend = args.get("backend", "nccl")
     dist, rank, world, init_s = init_group(torch, backend, args)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -88,7 +106,8 @@ def gpu_allreduce(args):
         dist.destroy_process_group()
     return {"rank": rank, "world": world, "backend": backend, "init_s": init_s, "correct": correct,
             "sizes": results, "index": device.index,
-            "activity": {"before": before, "after": activity.snapshot(torch, device.index) if before else None}}
+            "activity": {"before": before, "after": activity.snapshot(torch, device.index) if before else None},
+            "timing": {"setup_s": init_s, "measured_s": time.perf_counter() - started - init_s}}
 
 
 # ---- in the agent

@@ -63,6 +63,8 @@ def torch_info(ctx):
         visible = ctx.facts.get("visible_devices")
         gpus = gpus if visible is None else min(gpus, len(visible))
         children.local_pool(ctx).start(range(max(1, gpus) if ctx.mode == "quick" else max(2, gpus)))
+        if ctx.trainers is not None:  # the run trains (cli.prestart_workers): every GPU gets its training worker
+            ctx.trainers.start(range(max(1, gpus)))
         ctx.facts["torch_info"] = children.run_task(ctx, gpu_torch_info, timeout=90)
     return ctx.facts["torch_info"]
 

@@ -1,0 +1,81 @@
+"""Where a run's time went, from its report: each check's bar from its start, and inside a check the GPU task
+calls it made, split into waiting for the worker, setup and measured time (the agent's `started_s`, `tasks` and
+`timing` fields, issue 22). The run page draws it as SVG rectangles laid out here, in a 0-1000 coordinate space."""
+
+WIDTH = 1000
+SHOWN_S = 0.02  # shorter checks are counted in one line, not drawn
+MAX_ROWS = 80  # a report is host output: bounded whatever it holds
+
+
+def _number(value):
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _bar(start, seconds, total, kind, title=""):
+    x = max(0.0, min(WIDTH, start / total * WIDTH))
+    width = max(1.0, min(WIDTH - x, seconds / total * WIDTH))
+    return {"x": round(x, 1), "width": round(width, 1), "kind": kind, "title": title}
+
+
+def _task_segments(task, total):
+    """A task call's bar cut in order: waiting (sent but the worker busy or still importing torch), setup,
+    measured, the rest of the worker's time. The split is a sum, not the order of events inside the task."""
+    start, wall = _number(task.get("started_s")), _number(task.get("wall_s"))
+    if start is None or wall is None:
+        return []
+    in_worker = _number(task.get("task_s"))
+    setup, measured = _number(task.get("setup_s")) or 0.0, _number(task.get("measured_s")) or 0.0
+    if in_worker is None:
+        return [_bar(start, wall, total, "task", "%.2f s" % wall)]
+    parts = [("wait", max(0.0, wall - in_worker)), ("setup", setup), ("measured", measured),
+             ("other", max(0.0, in_worker - setup - measured))]
+    segments, clock = [], start
+    for kind, seconds in parts:
+        if seconds > 0:
+            segments.append(_bar(clock, seconds, total, kind, "%s %.2f s" % (kind, seconds)))
+            clock += seconds
+    return segments
+
+
+def run_waterfall(*, report):
+    """Rows for the run page's waterfall, or None when the report has no timing (agents before issue 22)."""
+    if not isinstance(report, dict) or not isinstance(report.get("checks"), list):
+        return None
+    checks = [c for c in report["checks"] if isinstance(c, dict) and _number(c.get("started_s")) is not None
+              and _number(c.get("duration_s")) is not None]
+    if not checks:
+        return None
+    workers = [w for w in ((report.get("timing") or {}).get("workers") or []) if isinstance(w, dict)
+               and _number(w.get("started_s")) is not None][:MAX_ROWS]
+    ends = [_number(c["started_s"]) + _number(c["duration_s"]) for c in checks]
+    ends += [_number(w["started_s"]) + (_number(w.get("import_s")) or 0.0) for w in workers]
+    total = max(ends + [_number(report.get("duration_s")) or 0.0, 0.001])
+    rows = []
+    for worker in workers:
+        start = _number(worker["started_s"])
+        imported, preloaded = _number(worker.get("import_s")) or 0.0, _number(worker.get("preload_s")) or 0.0
+        bars = [_bar(start, imported, total, "import", "import torch %.2f s" % imported)]
+        if preloaded:
+            bars.append(_bar(start + imported, preloaded, total, "preload", "preload %.2f s" % preloaded))
+        role = worker.get("role") if worker.get("role") in ("measure", "train") else "measure"
+        rows.append({"label": "%s worker, rank %s" % (role, worker.get("rank")), "kind": "worker", "start": start,
+                     "seconds": imported + preloaded, "bars": bars})
+    small = [c for c in checks if _number(c["duration_s"]) < SHOWN_S]
+    for check in sorted((c for c in checks if _number(c["duration_s"]) >= SHOWN_S),
+                        key=lambda c: _number(c["started_s"])):
+        if len(rows) >= MAX_ROWS:
+            break
+        start, seconds = _number(check["started_s"]), _number(check["duration_s"])
+        status = check.get("status") if check.get("status") in ("pass", "warn", "fail", "skip", "error") else "skip"
+        rows.append({"label": str(check.get("id", ""))[:60], "kind": "check", "status": status, "start": start,
+                     "seconds": seconds, "bars": [_bar(start, seconds, total, "check c-" + status)]})
+        for task in (check.get("tasks") or [])[:10]:
+            if not isinstance(task, dict):
+                continue
+            segments = _task_segments(task, total)
+            if segments:
+                rows.append({"label": str(task.get("task", ""))[:60], "kind": "task",
+                             "start": _number(task["started_s"]), "seconds": _number(task["wall_s"]),
+                             "bars": segments})
+    return {"total_s": total, "rows": rows, "hidden": len(small),
+            "hidden_s": sum(_number(c["duration_s"]) for c in small)}

@@ -1,0 +1,49 @@
+"""Training runs in workers of its own, started with the run (issue 22): they are the run's own processes for the
+busy-GPU judging, a replayed run answers from its records, and none outlives the run."""
+
+import os
+import shutil
+import uuid
+
+from agents.cudaprobe import children, engine
+from agents.cudaprobe.judge import busy_gpus
+from tests.agent.harness import FAKE_TORCH, Scenario, processes_with_env, run_agent
+
+
+class _Pids:
+    def __init__(self, *pids):
+        self._pids = set(pids)
+
+    def pids(self):
+        return set(self._pids)
+
+
+def _snapshot(*pids):
+    return {"index": 0, "activity": {"before": {"pids": list(pids), "self": pids[0], "util": 0}}}
+
+
+def test_a_training_worker_and_a_measuring_worker_on_one_gpu_are_both_ours():
+    ctx = engine.Context("standard")
+    ctx.pool, ctx.trainers = _Pids(101), _Pids(202)
+    assert busy_gpus(ctx, [_snapshot(202, 101)]) == {}
+    assert busy_gpus(ctx, [_snapshot(202, 101, 303)]) == {0: "process 303 computing on it"}
+
+
+def test_a_replayed_run_trains_on_its_records():
+    ctx = engine.Context("standard")
+    ctx.pool = children.ReplayPool([])
+    assert children.train_pool(ctx) is ctx.pool and ctx.trainers is None
+    children.hand_gpus_to_trainers(ctx)  # nothing to end in a replay
+
+
+def test_no_worker_of_either_kind_outlives_the_run(tmp_path):
+    # the recorded torch, whose torch._dynamo takes 60 s to import: a training worker still preloading it when
+    # the run ends must be ended by the agent, not left to finish
+    slow_torch = tmp_path / "slow-torch"
+    shutil.copytree(FAKE_TORCH, slow_torch)
+    (slow_torch / "torch" / "_dynamo.py").write_text("import time\ntime.sleep(60)\n")
+    tag = uuid.uuid4().hex
+    report, _ = run_agent(Scenario(tmp_path / "host"), args=["--mode", "standard"],
+                          env={"PYTHONPATH": "%s:%s" % (slow_torch, os.getcwd()), "CUDAWEB_TEST_TAG": tag})
+    assert {w["role"] for w in report["timing"]["workers"]} == {"measure", "train"}
+    assert processes_with_env("CUDAWEB_TEST_TAG", tag) == []
