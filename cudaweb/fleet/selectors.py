@@ -6,6 +6,7 @@ from django.db.models import Count, Q
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
+from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation.models import ValidationRun
 
 SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-status",
@@ -15,7 +16,8 @@ PER_PAGE = 50
 
 
 def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
-    """Nodes filtered, sorted and paginated, with per-status counts, filter choices and the runs in progress."""
+    """Nodes filtered, sorted and paginated, with per-status counts, filter choices, the runs in progress and each
+    last run's root cause."""
     nodes = Node.objects.select_related("last_run")
     if status:
         nodes = nodes.filter(status=status)
@@ -34,8 +36,10 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     live = {}
     for run in ValidationRun.objects.filter(node_id__in=ids, status__in=ValidationRun.LIVE).order_by("created"):
         live[run.node_id] = run
+    causes = runs_root_causes(runs=[node.last_run for node in current])
     for node in current:
         node.live_run = live.get(node.id)
+        node.root_cause = causes.get(node.last_run_id)
         node.layer_cells = [(layer, node.layer_status.get(layer, "")) for layer in LAYERS]
     counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
     models_and_labels = Node.objects.values_list("gpu_model", "labels")

@@ -8,7 +8,7 @@ from cudaweb.playbooks.matcher import triage_check
 from cudaweb.validation.root_cause import check_cause, root_checks
 
 CACHE_SIZE = 4096
-_cache = OrderedDict()  # a finished run never changes: (run id, status, finished) -> its root cause
+_cache = OrderedDict()  # a finished run never changes: (run id, status, finished, check id) -> the playbook
 
 
 def _playbook(check):
@@ -20,27 +20,28 @@ def _playbook(check):
     return {"id": book.id, "title": book.title, "first_fix": book.fixes[0] if book.fixes else ""}
 
 
-def _cause(run, check):
-    key = (run.id, run.status, run.finished)
+def _playbook_cached(run, check):
+    key = (run.id, run.status, run.finished, check.check_id)
     if key in _cache:
         _cache.move_to_end(key)
-        return copy.deepcopy(_cache[key])
-    cause = check_cause(run=run, check=check)
-    if cause is not None:
-        cause["playbook"] = _playbook(check) if check is not None else None
-    if run.finished is not None:
-        _cache[key] = cause
+    else:
+        _cache[key] = _playbook(check)
         if len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
-    return copy.deepcopy(cause)
+    return copy.deepcopy(_cache[key])
 
 
 def runs_root_causes(*, runs):
     """{run id: root cause or None} for many runs, reading their checks in one query."""
     runs = [run for run in runs if run is not None]
-    fresh = [run for run in runs if (run.id, run.status, run.finished) not in _cache]
-    checks = root_checks(runs=fresh) if fresh else {}
-    return {run.id: _cause(run, checks.get(run.id)) for run in runs}
+    checks = root_checks(runs=runs) if runs else {}
+    causes = {}
+    for run in runs:
+        check = checks.get(run.id)
+        cause = causes[run.id] = check_cause(run=run, check=check)
+        if cause is not None:
+            cause["playbook"] = _playbook_cached(run, check) if check is not None else None
+    return causes
 
 
 def run_root_cause(*, run):

@@ -22,12 +22,12 @@ def root_check(checks):
 
 
 def root_checks(*, runs):
-    """{run id: its root check or None} for many runs in one query."""
-    ids = [run.id for run in runs if run.status not in NO_CAUSE]
+    """{run id: its root check or None} for many runs in one query (one whenever there is a run: a page's query
+    count does not depend on how many of its nodes fail)."""
     by_run = {}
-    for check in CheckResult.objects.filter(run_id__in=ids, status__in=tuple(SEVERITY)):
+    for check in CheckResult.objects.filter(run_id__in=[run.id for run in runs], status__in=tuple(SEVERITY)):
         by_run.setdefault(check.run_id, []).append(check)
-    return {run.id: root_check(by_run.get(run.id, ())) for run in runs}
+    return {run.id: root_check(by_run.get(run.id, ())) if run.status not in NO_CAUSE else None for run in runs}
 
 
 def _one_line(text, cap=SUMMARY_CAP):
