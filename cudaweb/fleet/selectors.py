@@ -70,6 +70,7 @@ def run_sections(*, checks, playbooks):
         first = triage.playbooks[0] if triage is not None and triage.playbooks else None
         return {"check": check, "inline": playbooks.get(check.check_id), "playbook": first.playbook if first else None,
                 "first_fix": first.playbook.fixes[0] if first and first.playbook.fixes else "",
+                "evidence": first.evidence if first else [],  # the lines to mark (none when no playbook matched)
                 "skipped": skipped_by.get(check.check_id, [])}
 
     findings = [entry(c) for c in checks if c.status in ("fail", "error", "warn") and c is not root]
