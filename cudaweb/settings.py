@@ -164,9 +164,10 @@ AXES_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-if CUDAWEB_HTTPS:  # the client's address is the one the proxy saw
-    AXES_IPWARE_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+# The client's address: behind our proxies (CUDAWEB_HTTPS=1) the one the first proxy saw in X-Forwarded-For, one rule
+# for lockouts and the audit log (axes' own setting; its AXES_IPWARE_* settings need django-ipware).
+CUDAWEB_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+AXES_CLIENT_IP_CALLABLE = "cudaweb.accounts.audit.client_address"
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
