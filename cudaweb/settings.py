@@ -135,7 +135,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"  # what collectstatic writes (the Docker 
 # STATIC_ROOT is missing on every start.
 WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
 if WHITENOISE_USE_FINDERS:
-    warnings.filterwarnings("ignore", message="No directory at: %s" % re.escape(str(STATIC_ROOT)), category=UserWarning)
+    warnings.filterwarnings("ignore", message="No directory at: %s" % re.escape(str(STATIC_ROOT)),
+                            category=UserWarning)
 
 # The audit log's client address: REMOTE_ADDR, unless a reverse proxy of ours sets X-Forwarded-For (then the
 # address it appended last). Off by default: a client could write anything there.

@@ -27,7 +27,8 @@ def test_the_rule_refuses_it_naming_the_field(field, value):
 def test_the_service_and_the_import_refuse_it_too(field, value):
     with pytest.raises(validators.NodeFieldError):
         services.node_create(**dict(GOOD, **{field: value}))
-    entry = {"line": 2, "name": GOOD["name"], "address": GOOD["address"], "port": 22, "user": "ops", "transport": "ssh"}
+    entry = {"line": 2, "name": GOOD["name"], "address": GOOD["address"], "port": 22, "user": "ops",
+             "transport": "ssh"}
     entry.update({{"username": "user"}.get(field, field): value})
     with pytest.raises(InventoryError, match="^line 2 "):
         entry_check(entry)

@@ -54,7 +54,8 @@ def check_edits(draw):
 @st.composite
 def hostile_reports(draw):
     report = copy.deepcopy(REAL)
-    for index, edit in draw(st.dictionaries(st.integers(0, len(report["checks"]) - 1), check_edits(), max_size=6)).items():
+    edits = draw(st.dictionaries(st.integers(0, len(report["checks"]) - 1), check_edits(), max_size=6))
+    for index, edit in edits.items():
         report["checks"][index].update(edit)
     for key in draw(st.lists(st.sampled_from(["gpu_count", "gpu_model", "driver_version", "torch", "nccl"]),
                              max_size=3)):
