@@ -51,6 +51,23 @@ class Flaky(Schema):
     flagged: bool
 
 
+class PlaybookBrief(Schema):
+    id: str
+    title: str
+    first_fix: str = Field(description="the playbook's first fix")
+
+
+class RootCause(Schema):
+    check: Optional[str] = Field(description="the lowest failing check (else the lowest warning); null for a run "
+                                             "that never reached a verdict")
+    layer: Optional[str] = Field(description="its layer, L0-L6 or advisory")
+    status: str = Field(description="the check's status (fail, error, warn), or the run's state when it has no "
+                                    "check (UNREACHABLE, AUTH_FAILED, TIMED_OUT, AGENT_ERROR, ...)")
+    summary: str = Field(description="the check's summary, or the run's reason (which names what to do)")
+    signatures: List[str]
+    playbook: Optional[PlaybookBrief] = Field(description="the playbook the rules choose for it, if any")
+
+
 class NodeOut(Schema):
     name: str
     status: NodeStatus
@@ -67,6 +84,7 @@ class NodeOut(Schema):
     last_run: Optional[RunBrief]
     live_run: Optional[RunBrief] = Field(description="the run in progress, if any")
     flaky: Flaky
+    root_cause: Optional[RootCause] = Field(description="the root cause of the last run; null when it passed")
 
 
 class NodeList(Schema):
@@ -111,6 +129,8 @@ class RunOut(Schema):
     burnin_seconds: Optional[int] = Field(description="burn-in mode: the sustained load's length")
     retry: Dict[str, Any] = Field(description="the second attempt of the checks that failed or warned on a figure: "
                                   "checks, outcomes (flaky, hard, unconfirmed, rerun), summary, error; {} if none")
+    root_cause: Optional[RootCause] = Field(description="what the failure comes down to; null when the run passed "
+                                                        "or is live")
 
 
 class TriageIn(Schema):
@@ -197,7 +217,9 @@ class NetworkTestIn(Schema):
     model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["nodes"]}, {"required": ["label"]}]})
     nodes: List[Text] = Field(default_factory=list, min_length=2, max_length=5000, description="node names",
                               examples=[["gpu-0042", "gpu-0043"]])
-    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"])
+    # Absent means none; the document states no default, since "" would break the field's own minLength.
+    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"],
+                        json_schema_extra=lambda schema: schema.pop("default", None))
 
     @model_validator(mode="after")
     def _nodes_or_label(self):

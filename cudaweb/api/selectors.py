@@ -5,6 +5,7 @@ from django.conf import settings
 from cudaweb.accounts.selectors import audit_event_export, audit_events
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
+from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.selectors import is_flaky_node, nodes_flaky
 
@@ -23,13 +24,14 @@ def _flaky_out(count):
             "flagged": is_flaky_node(count)}
 
 
-def _node_out(node, live_run, flaky_runs=0):
+def _node_out(node, live_run, root_cause, flaky_runs=0):
     return {"name": node.name, "status": node.status, "transport": node.transport, "address": node.address,
             "labels": [str(label) for label in node.labels or []], "gpu_model": node.gpu_model,
             "gpu_count": node.gpu_count, "layer_status": node.layer_status or {},
             "metrics": {k: v for k, v in (node.metrics or {}).items() if isinstance(v, (int, float))},
             "drifted": node.drifted, "attention": node.attention, "can_validate": node.can_validate,
-            "last_run": _brief(node.last_run), "live_run": _brief(live_run), "flaky": _flaky_out(flaky_runs)}
+            "last_run": _brief(node.last_run), "live_run": _brief(live_run), "flaky": _flaky_out(flaky_runs),
+            "root_cause": root_cause}
 
 
 def _nodes():
@@ -44,7 +46,7 @@ def _live_runs(node_ids):
 
 
 def node_list(*, label="", status=None, gpu_model="", limit=1000, offset=0):
-    """Nodes by name, filtered, with their last and live runs and their flaky count: four queries."""
+    """Nodes by name, filtered, with their last and live runs, the last run's root cause and their flaky count."""
     nodes = _nodes()
     if label:
         nodes = with_label(nodes, label)
@@ -56,7 +58,9 @@ def node_list(*, label="", status=None, gpu_model="", limit=1000, offset=0):
     page = list(nodes.order_by("name")[offset:offset + limit])
     live = _live_runs([node.id for node in page])
     flaky = nodes_flaky(node_ids=[node.id for node in page])
-    return {"count": count, "nodes": [_node_out(node, live.get(node.id), flaky.get(node.id, 0)) for node in page]}
+    causes = runs_root_causes(runs=[node.last_run for node in page])
+    return {"count": count, "nodes": [_node_out(node, live.get(node.id), causes.get(node.last_run_id),
+                                                flaky.get(node.id, 0)) for node in page]}
 
 
 def node_detail(*, name):
@@ -67,7 +71,8 @@ def node_detail(*, name):
     runs = list(ValidationRun.objects.filter(node=node).only(*RUN_BRIEF_FIELDS)[:NODE_RUNS])
     live = next((run for run in runs if run.is_live), None)
     flaky = nodes_flaky(node_ids=[node.id]).get(node.id, 0)
-    return dict(_node_out(node, live, flaky), baseline=node.baseline_id, runs=[_brief(run) for run in runs])
+    return dict(_node_out(node, live, run_root_cause(run=node.last_run), flaky), baseline=node.baseline_id,
+                runs=[_brief(run) for run in runs])
 
 
 def run_detail(*, run_id):
@@ -80,7 +85,8 @@ def run_detail(*, run_id):
             "metrics": {k: v for k, v in (run.metrics or {}).items() if isinstance(v, (int, float))},
             "drifted": run.drifted, "drift": run.drift or {}, "report": run.report,
             "burnin_seconds": run.burnin_seconds,
-            "retry": {k: v for k, v in (run.retry or {}).items() if k != "report"}}
+            "retry": {k: v for k, v in (run.retry or {}).items() if k != "report"},
+            "root_cause": run_root_cause(run=run)}
 
 
 def audit_page(*, limit, offset, **filters):

@@ -44,6 +44,7 @@ def test_fleet_page_filters_counts_and_layer_cells(operator_client):
     page = operator_client.get(url).content.decode()
     assert "Passing 1" in page and "Failing 1" in page and "New 1" in page
     assert 'class="cell c-fail" title="L1 fail"' in page
+    assert re.search(r'<span class="root-cause-cell" title="[^"]*">L1 driver.xid</span>', page)  # the root cause
     names = lambda html: re.findall(r'<a href="/nodes/[0-9a-f-]+/">([\w-]+)</a>', html)  # noqa: E731
     assert names(operator_client.get(url + "?failing_layer=L1").content.decode()) == ["bad"]
     assert names(operator_client.get(url + "?label=rack-2").content.decode()) == ["bad", "fresh"]
