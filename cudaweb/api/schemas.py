@@ -60,7 +60,7 @@ class PlaybookBrief(Schema):
 class RootCause(Schema):
     check: Optional[str] = Field(description="the lowest failing check (else the lowest warning); null for a run "
                                              "that never reached a verdict")
-    layer: Optional[str] = Field(description="its layer, L0-L6 or advisory")
+    layer: Optional[str] = Field(description="its layer, L0-L7 or advisory")
     status: str = Field(description="the check's status (fail, error, warn), or the run's state when it has no "
                                     "check (UNREACHABLE, AUTH_FAILED, TIMED_OUT, AGENT_ERROR, ...)")
     summary: str = Field(description="the check's summary, or the run's reason (which names what to do)")

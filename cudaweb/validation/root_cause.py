@@ -4,7 +4,7 @@ the playbook, a level above)."""
 from cudaweb.validation.models import CheckResult, ValidationRun
 
 Status = ValidationRun.Status
-LAYER_ORDER = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "advisory")
+LAYER_ORDER = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7", "advisory")
 SEVERITY = {"fail": 0, "error": 0, "warn": 1}  # a warning is a WARNED run's cause, never ahead of a failure
 SUMMARY_CAP = 500
 NO_CAUSE = (Status.PASSED, Status.PENDING, Status.RUNNING)
