@@ -51,7 +51,7 @@ class Command(BaseCommand):
         nodes = self._nodes(options)
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
-            raise CommandError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
+            raise InputError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
         runs = []
         for node in nodes:
             try:
