@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.validation import dbretry
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import agent_budget_s, run_request
@@ -54,11 +55,19 @@ class Command(BaseCommand):
                 self.stdout.write(str(run.id))
             return
         deadline = time.monotonic() + max(agent_budget_s(n, options["mode"]) for n in nodes) + GRACE_S
+        database_away = False
         while any(run.is_live for run in runs) and time.monotonic() < deadline:
             time.sleep(0.5)
-            for run in runs:
-                if run.is_live:
-                    run.refresh_from_db()
+            try:
+                for run in runs:
+                    if run.is_live:
+                        run.refresh_from_db()
+            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
+                if not database_away:
+                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
+                database_away = True
+                dbretry.connection_drop()
+                time.sleep(2)
         results = [{"node": run.node.name, "run": str(run.id), "status": run.status,
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
                     "running?" % run.status, "report": run.report} for run in runs]
