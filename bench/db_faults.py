@@ -6,7 +6,8 @@ H200 report (tests/fixtures/real/h200-gpus2-standard.json), then requests all of
 round, FAULT_AT_S seconds after the request, the database blinks:
   terminate  every connection to the database is ended (pg_terminate_backend), twice, TERMINATE_GAP_S apart;
   restart    the server stops (fast shutdown) and starts again OUTAGE_S seconds later;
-  alternate  terminate in odd rounds, restart in even ones.
+  alternate  terminate in odd rounds, restart in even ones;
+  none       nothing (the same rounds without a fault, to compare).
 Prints per round the fault, the time until every run was terminal, the states, the reports stored with all their
 check rows, the retried writes the worker logged and the runs' retries; then the totals.
 
@@ -36,7 +37,7 @@ def _arguments(argv):
     parser.add_argument("--nodes", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--agent-s", type=float, default=4.0, help="how long each agent works before it reports")
-    parser.add_argument("--fault", choices=("terminate", "restart", "alternate"), default="alternate")
+    parser.add_argument("--fault", choices=("terminate", "restart", "alternate", "none"), default="alternate")
     parser.add_argument("--fault-at-s", type=float, default=5.0, help="seconds after the request")
     parser.add_argument("--terminate-gap-s", type=float, default=5.0)
     parser.add_argument("--outage-s", type=float, default=10.0, help="how long a restart keeps the server away")
@@ -53,6 +54,9 @@ def _fault_of(args, number):
 
 def _blink(cluster, fault, args, done):
     """The fault, from its own thread so that the round's clock keeps running; `done` gets what it did."""
+    if fault == "none":
+        done.append("nothing")
+        return
     time.sleep(args.fault_at_s)
     if fault == "terminate":
         first = cluster.terminate(DATABASE)

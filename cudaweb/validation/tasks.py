@@ -39,7 +39,7 @@ def execute_run(run_id):
 @shared_task(acks_late=True)
 def enqueue_runs(run_ids):
     """A bulk request's runs, published from a worker (queue.enqueue_fanout)."""
-    return services.runs_enqueue(run_ids=run_ids)
+    return dbretry.retrying(services.runs_enqueue, run_ids=run_ids)  # a task published twice runs once (the claim)
 
 
 @shared_task
@@ -76,10 +76,12 @@ def on_worker_lost(sender=None, task_id=None, exception=None, args=None, **kwarg
 
 @task_prerun.connect
 @task_postrun.connect
-def check_connections(**kwargs):
+def check_connections(sender=None, **kwargs):
     """At each task's edges a connection that errored or outlived CONN_MAX_AGE goes, and the next query checks the
     one it reuses (CONN_HEALTH_CHECKS). Celery's Django fixup closes them outright unless CELERY_DB_REUSE_MAX is
     set; this keeps a dropped connection from being reused when it is."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return  # run inline, in its caller's transaction: the connection is the caller's
     close_old_connections()
 
 
