@@ -9,7 +9,9 @@ round, FAULT_AT_S seconds after the request, the database blinks:
   alternate  terminate in odd rounds, restart in even ones;
   none       nothing (the same rounds without a fault, to compare).
 Prints per round the fault, the time until every run was terminal, the states, the reports stored with all their
-check rows, the retried writes the worker logged and the runs' retries; then the totals.
+check rows (and of those, how many the reaper stored from a worker's spool: the database was away past the retries,
+CUDAWEB_DB_RETRY_S), the retried writes the worker logged and the runs' retries; then the totals. The environment
+reaches the worker (e.g. CUDAWEB_DB_RETRY_S=3 CUDAWEB_REAP_EVERY_S=2 for outages longer than the retries).
 
     python3 bench/db_faults.py --rounds 20 --nodes 40 --fault alternate --outage-s 30
 """
@@ -145,18 +147,20 @@ def main(argv=None):
                 id__in=ids, status=ValidationRun.Status.PASSED, report__isnull=False).values_list("id", flat=True)
                 if rows.get(run_id) == checks_per_report))
             retries = _riding_over(lambda: ValidationRun.objects.filter(retry_of_id__in=ids).count())
+            late = _riding_over(lambda: ValidationRun.objects.filter(id__in=ids,
+                                                                     reason__contains="stored by the reaper").count())
             with open(worker_log, "rb") as fh:
                 fh.seek(log_start)
                 retried_writes = fh.read().count(b"trying again in")
             figures = {"round": number, "fault": fault, "did": done[0] if done else "", "terminal_s":
                        round(terminal_s, 2), "runs": len(ids), "stored": stored, "states": dict(states),
-                       "retried_writes": retried_writes, "retries": retries}
+                       "retried_writes": retried_writes, "retries": retries, "stored_by_reaper": late}
             rounds.append(figures)
             totals.update(states)
             totals["stored"] += stored
-            print("round %3d %-9s (%s): all terminal in %6.2f s  %s  reports stored %d/%d  writes retried %d  "
-                  "runs retried %d" % (number, fault, figures["did"], terminal_s, dict(states), stored, len(ids),
-                                       retried_writes, retries), flush=True)
+            print("round %3d %-9s (%s): all terminal in %6.2f s  %s  reports stored %d/%d (by the reaper %d)  "
+                  "writes retried %d  runs retried %d" % (number, fault, figures["did"], terminal_s, dict(states),
+                                                          stored, len(ids), late, retried_writes, retries), flush=True)
     finally:
         worker.terminate()
         try:

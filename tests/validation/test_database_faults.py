@@ -27,13 +27,14 @@ REPORT = REPO / "tests" / "fixtures" / "real" / "h200-gpus2-standard.json"
 Status = ValidationRun.Status
 
 
-def bulk_rounds(fault, **options):
+def bulk_rounds(fault, worker_env=None, **options):
     """One round of bench/db_faults.py (its own PostgreSQL, Redis and worker): the round's figures."""
     argv = [sys.executable, str(REPO / "bench" / "db_faults.py"), "--rounds", "1", "--fault", fault, "--json"]
     for name, value in options.items():
         argv += ["--" + name.replace("_", "-"), str(value)]
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE",
                                                             "CUDAWEB_REPORT_SPOOL_DIR")}
+    env.update(worker_env or {})
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (figures,) = json.loads(done.stdout.strip().splitlines()[-1])["rounds"]
@@ -44,6 +45,15 @@ def test_a_postgresql_restart_in_the_middle_of_a_bulk_run_costs_no_report():
     figures = bulk_rounds("restart", nodes=8, concurrency=4, agent_s=3, fault_at_s=2, outage_s=8)
     assert figures["did"].startswith("restarted") and figures["retried_writes"] > 0  # the fault hit the runs
     assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0
+    assert figures["stored_by_reaper"] == 0  # all within the retries
+
+
+def test_an_outage_longer_than_the_retries_costs_no_report_either():
+    """Retries of 2 s against an outage of 15 s: the worker gives up with its runs RUNNING and their reports in its
+    spool; its reaper stores them, with their checks, once the database is back."""
+    figures = bulk_rounds("restart", nodes=4, concurrency=4, agent_s=2, fault_at_s=1, outage_s=15,
+                          worker_env={"CUDAWEB_DB_RETRY_S": "2", "CUDAWEB_REAP_EVERY_S": "2"})
+    assert figures["states"] == {"PASSED": 4} and figures["stored"] == 4 and figures["stored_by_reaper"] == 4
 
 
 def test_connections_terminated_twice_in_a_bulk_run_cost_no_report():
