@@ -15,6 +15,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
+from cudaweb.api.selectors import run_detail as api_run_detail
 from cudaweb.nodes.models import Node
 from cudaweb.validation import dbretry, reaper, report_spool, services
 from cudaweb.validation.models import CheckResult, ValidationRun
@@ -142,6 +143,7 @@ def test_a_report_the_database_would_not_take_is_kept_and_the_reaper_stores_it_w
     client.force_login(admin_user)
     page = client.get(run.get_absolute_url()).content.decode()
     assert 'id="kept-report"' in page and report["checks"][0]["id"] in page and 'id="raw-output"' not in page
+    assert api_run_detail(run_id=run.id)["report"] == report  # GET /api/v1/runs/<id>/ answers it too
 
     monkeypatch.setattr(services, "_run_store_report", real_store)  # the database takes writes again
     assert reaper.reports_sweep(min_age_s=0) == 1
