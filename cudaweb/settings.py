@@ -107,7 +107,9 @@ TEMPLATES = [{
 WSGI_APPLICATION = "cudaweb.wsgi.application"
 
 DATABASE_URL = env("DATABASE_URL", "sqlite:///%s" % (local_state.VAR_DIR / "db.sqlite3"))
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Connections live a minute and are checked before their first use after a task, a signal or a request starts
+# (CONN_HEALTH_CHECKS): one the server dropped (a restart, a failover) is replaced instead of failing a query.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web and worker write to one file: wait for the lock instead of failing at once.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
@@ -228,6 +230,13 @@ CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
 # Old runs and their check rows go after PRUNE_DAYS, each node keeping its PRUNE_KEEP_LAST newest (daily, beat).
 CUDAWEB_PRUNE_DAYS = env_int("CUDAWEB_PRUNE_DAYS", 365)
 CUDAWEB_PRUNE_KEEP_LAST = env_int("CUDAWEB_PRUNE_KEEP_LAST", 50)
+# A run's database write that fails on a dropped connection is tried again on a new one for DB_RETRY seconds
+# (waiting FIRST, then twice as long each time, at most MAX_WAIT): a PostgreSQL restart of ~30 s costs no report.
+# A report still not stored then is kept as a file in REPORT_SPOOL_DIR until the reaper stores it.
+CUDAWEB_DB_RETRY_S = env_float("CUDAWEB_DB_RETRY_S", 60)
+CUDAWEB_DB_RETRY_FIRST_S = env_float("CUDAWEB_DB_RETRY_FIRST_S", 0.5)
+CUDAWEB_DB_RETRY_MAX_WAIT_S = env_float("CUDAWEB_DB_RETRY_MAX_WAIT_S", 5)
+CUDAWEB_REPORT_SPOOL_DIR = env("CUDAWEB_REPORT_SPOOL_DIR", str(BASE_DIR / "var" / "report-spool"))
 # How long one end of a node-to-node pair test waits for the other.
 CUDAWEB_PAIR_TIMEOUT_S = env_int("CUDAWEB_PAIR_TIMEOUT_S", 30)
 

@@ -5,27 +5,27 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from cudaweb.validation import queue
+from cudaweb.validation import dbretry, queue, report_spool
 from cudaweb.validation.models import ValidationRun
-from cudaweb.validation.services import run_finish, task_budget_s
+from cudaweb.validation.services import run_finish, run_store_report, task_budget_s
 
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
 MAX_ENQUEUES = 2
+SPOOL_MIN_AGE_S = 10  # younger kept reports are being stored by their worker right now
 
 
 def run_lost(*, run_id, reason):
     """A run whose worker died: INTERRUPTED with the reason, and run once more (linked to it) unless it was
-    itself such a retry. Returns the retry, or None."""
-    run = ValidationRun.objects.select_related("node").filter(id=run_id).first()
-    if run is None or not run_finish(run=run, status=Status.INTERRUPTED, reason=reason):
+    itself such a retry. Returns the retry, or None. The end and the retry are one transaction, tried again
+    over a dropped connection."""
+    found = dbretry.retrying(_run_lost_record, run_id=run_id, reason=reason, what="loss of run %s" % run_id)
+    if found is None:
         return None
-    if run.retry_of_id is not None:
-        return None
-    retry = ValidationRun.objects.create(node=run.node, mode=run.mode, requested_by=run.requested_by,
-                                         trigger=run.trigger, retry_of=run, burnin_seconds=run.burnin_seconds)
+    run, retry = found
     try:
         queue.enqueue(retry, task_budget_s(retry))
     except queue.BrokerUnavailable as exc:
@@ -34,10 +34,50 @@ def run_lost(*, run_id, reason):
     return retry
 
 
+@transaction.atomic
+def _run_lost_record(*, run_id, reason):
+    run = ValidationRun.objects.select_related("node").filter(id=run_id).first()
+    if run is None or not run_finish(run=run, status=Status.INTERRUPTED, reason=reason):
+        return None
+    if run.retry_of_id is not None:
+        return None
+    return run, ValidationRun.objects.create(node=run.node, mode=run.mode, requested_by=run.requested_by,
+                                             trigger=run.trigger, retry_of=run, burnin_seconds=run.burnin_seconds)
+
+
+def reports_sweep(*, min_age_s=SPOOL_MIN_AGE_S):
+    """Store the reports this host's workers kept but could not store (the database was away longer than their
+    retries): each with its check rows, its run RUNNING or DASHBOARD_ERROR until then. Returns how many."""
+    stored = 0
+    for run_id, report, age_s in report_spool.reports_kept():
+        if age_s < min_age_s:
+            continue
+        run = ValidationRun.objects.filter(id=run_id).only("id", "node_id", "status").first()
+        if run is None or run.status not in (Status.RUNNING, Status.DASHBOARD_ERROR):
+            report_spool.report_drop(run_id=run_id)  # stored, or the run ended otherwise
+            continue
+        try:
+            run_store_report(run=run, report=report, from_statuses=(Status.RUNNING, Status.DASHBOARD_ERROR),
+                             reason_note=" (stored by the reaper: the database was away when the run ended)")
+        except dbretry.RETRYABLE:
+            raise  # the database is away again: the next sweep tries
+        except (DatabaseError, KeyError, TypeError, ValueError) as exc:  # this report cannot be stored
+            log.exception("kept report of run %s could not be stored; it stays with the run", run_id)
+            run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
+                       reason="the dashboard could not store the agent's report (%s: %s); the report is kept" % (
+                           type(exc).__name__, exc))
+        else:
+            stored += 1
+            log.warning("run %s: its kept report is stored", run_id)
+        report_spool.report_drop(run_id=run_id)
+    return stored
+
+
 def runs_reap(*, now=None):
-    """End or retry the runs nobody works on; {"interrupted": n, "requeued": n, "lost": n}."""
+    """Store the reports kept while the database was away, then end or retry the runs nobody works on;
+    {"stored": n, "interrupted": n, "requeued": n, "lost": n}."""
     now = now or timezone.now()
-    counts = {"interrupted": 0, "requeued": 0, "lost": 0}
+    counts = {"stored": reports_sweep(), "interrupted": 0, "requeued": 0, "lost": 0}
     cutoff = now - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S)
     for run in ValidationRun.objects.filter(status=Status.RUNNING, heartbeat__lt=cutoff).only("id", "heartbeat"):
         run_lost(run_id=run.id, reason="no sign of life from the worker since %s: the worker was killed or lost" %

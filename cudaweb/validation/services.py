@@ -6,7 +6,7 @@ import threading
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
@@ -16,7 +16,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
-from cudaweb.validation import burnin, queue, retries
+from cudaweb.validation import burnin, dbretry, hostoutput, queue, report_spool, retries
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
 from cudaweb.validation.signals import run_finished
@@ -118,18 +118,33 @@ def runs_enqueue(*, run_ids):
 
 
 def run_claim(*, run_id):
-    """PENDING -> RUNNING, exactly once: a redelivered task finds 0 rows and does nothing."""
+    """PENDING -> RUNNING, exactly once: a redelivered task finds 0 rows and does nothing. Tried again over a
+    dropped connection; a claim whose answer was lost is recognised by its start time."""
     now = timezone.now()
-    return ValidationRun.objects.filter(id=run_id, status=Status.PENDING).update(
-        status=Status.RUNNING, started=now, heartbeat=now) == 1
+
+    def claim():
+        return ValidationRun.objects.filter(id=run_id, status=Status.PENDING).update(
+            status=Status.RUNNING, started=now, heartbeat=now) == 1 or ValidationRun.objects.filter(
+            id=run_id, status=Status.RUNNING, started=now).exists()
+
+    return dbretry.retrying(claim, what="claim of run %s" % run_id)
 
 
-def run_finish(*, run, status, reason="", raw_output="", from_statuses=(Status.RUNNING,)):
+def run_finish(*, run, status, reason="", raw_output="", report=None, from_statuses=(Status.RUNNING,)):
     """Move a live run to a terminal state (only if it is still in one of `from_statuses`), update its node and
-    tell the apps above (signals.run_finished)."""
+    tell the apps above (signals.run_finished), all in one transaction, tried again over a dropped connection.
+    `report`: a report kept with a run that could not store it (DASHBOARD_ERROR)."""
+    return dbretry.retrying(_run_finish, run=run, status=status, reason=reason, raw_output=raw_output, report=report,
+                            from_statuses=from_statuses, what="end of run %s" % run.id)
+
+
+@transaction.atomic
+def _run_finish(*, run, status, reason, raw_output, report, from_statuses):
     now = timezone.now()
+    fields = {"report": report} if report is not None else {}
     updated = ValidationRun.objects.filter(id=run.id, status__in=from_statuses).update(
-        status=status, reason=reason[:10000], raw_output=raw_output[: settings.CUDAWEB_OUTPUT_CAP], finished=now)
+        status=status, reason=hostoutput.text_for_db(reason)[:10000], finished=now,
+        raw_output=hostoutput.text_for_db(raw_output[: settings.CUDAWEB_OUTPUT_CAP]), **fields)
     if not updated:
         return False
     node_status = node_status_of(status)
@@ -149,17 +164,31 @@ def _progress_recorder(run, events=None):
             return  # stray stderr text: kept in the capped stderr copy, not a progress event
         if not isinstance(event, dict) or "event" not in event:
             return
-        events.append({k: event[k] for k in ("event", "id", "layer", "status", "summary", "title", "t", "verdict")
-                       if k in event})
-        ValidationRun.objects.filter(id=run.id).update(progress=events[-PROGRESS_CAP:], heartbeat=timezone.now())
+        events.append(hostoutput.clean({k: event[k] for k in ("event", "id", "layer", "status", "summary", "title",
+                                                              "t", "verdict") if k in event}))
+        try:  # never waits: the agent's stderr is being read; the next event writes the whole list again
+            ValidationRun.objects.filter(id=run.id).update(progress=events[-PROGRESS_CAP:], heartbeat=timezone.now())
+        except DatabaseError as exc:
+            log.warning("progress of run %s not written: %s", run.id, exc)
+            dbretry.connection_drop()
 
     return record
 
 
-@transaction.atomic
-def run_store_report(*, run, report, retry=None, outcomes=None):
+def run_store_report(*, run, report, retry=None, outcomes=None, from_statuses=(Status.RUNNING,), reason_note=""):
     """Keep the report and one CheckResult row per check; the verdict decides the terminal state. `retry` and
-    `outcomes` are a second attempt's (run_retry_figures): the run's note, and each retried check's attempts."""
+    `outcomes` are a second attempt's (run_retry_figures): the run's note, and each retried check's attempts. One
+    transaction, tried again as a whole over a dropped connection; storing a report already stored does nothing
+    and answers the run's status."""
+    return dbretry.retrying(_run_store_report, run=run, report=report, retry=retry, outcomes=outcomes,
+                            from_statuses=from_statuses, reason_note=reason_note, what="report of run %s" % run.id)
+
+
+@transaction.atomic
+def _run_store_report(*, run, report, retry, outcomes, from_statuses, reason_note):
+    current = ValidationRun.objects.select_for_update().filter(id=run.id).values_list("status", flat=True).first()
+    if current not in from_statuses:
+        return current  # stored by a try whose answer was lost, or by the reaper's sweep
     status = run_status_of(report["verdict"])
     outcomes = outcomes or {}
     CheckResult.objects.bulk_create([
@@ -171,10 +200,10 @@ def run_store_report(*, run, report, retry=None, outcomes=None):
     ])
     ValidationRun.objects.filter(id=run.id).update(report=report, agent_version=report["agent_version"],
                                                    verdict=report["verdict"], retry=retry or {})
-    reason = "agent verdict: %s" % report["verdict"]
+    reason = "agent verdict: %s%s" % (report["verdict"], reason_note)
     if retry and retry.get("summary"):
         reason += " (%s)" % retry["summary"]
-    run_finish(run=run, status=status, reason=reason)
+    run_finish(run=run, status=status, reason=reason, from_statuses=from_statuses)
     return status
 
 
@@ -182,15 +211,9 @@ def run_execute(*, run_id):
     """Claim the run and carry it to a terminal state; every failure path is named and recorded."""
     if not run_claim(run_id=run_id):
         return None
-    run = ValidationRun.objects.select_related("node", "node__credential", "requested_by").get(id=run_id)
+    run, agent_args = dbretry.retrying(_run_prepare, run_id=run_id, what="start of run %s" % run_id)
     node = run.node
     budget = agent_budget_s(node, run.mode, run.burnin_seconds)
-    # the agent stops when its worker is gone
-    agent_args = burnin.agent_args(run.mode, run.burnin_seconds) + ["--json", "--exit-with-stdin"]
-    previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
-                                             finished__lt=run.created).order_by("-finished").only("finished").first())
-    if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
-        agent_args += ["--since", previous.finished.isoformat()]
     payload, digest = bundle.build()
     try:
         with Heartbeat(run.id), transport_for(node, purpose="run %s" % run.id,
@@ -210,12 +233,10 @@ def run_execute(*, run_id):
                    "the host" % budget, raw_output=result.stdout + "\n" + result.stderr)
         return Status.TIMED_OUT
     try:
-        report = parse_report(result.stdout)
+        report = hostoutput.clean(parse_report(result.stdout))
     except ReportError as exc:
-        reason = "%s (agent exit status %s%s)" % (exc, result.exit_status, ", output truncated" if result.truncated
-                                                    else "")
-        run_finish(run=run, status=Status.AGENT_ERROR, reason=reason,
-                   raw_output=result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else ""))
+        reason, raw_output = _unparsable(result, exc)
+        run_finish(run=run, status=Status.AGENT_ERROR, reason=reason, raw_output=raw_output)
         return Status.AGENT_ERROR
     retry, outcomes = {}, {}
     again, blocked = retries.retry_plan(report) if settings.CUDAWEB_RETRY_FIGURES else ([], [])
@@ -223,14 +244,58 @@ def run_execute(*, run_id):
         report, retry, outcomes = run_retry_figures(run=run, report=report, again=again, blocked=blocked,
                                                     agent_args=agent_args, budget=budget, payload=payload,
                                                     digest=digest)
+    return _run_keep_report(run=run, report=report, retry=retry, outcomes=outcomes)
+
+
+def _run_prepare(*, run_id):
+    """The claimed run and the agent's arguments."""
+    run = ValidationRun.objects.select_related("node", "node__credential", "requested_by").get(id=run_id)
+    # the agent stops when its worker is gone
+    agent_args = burnin.agent_args(run.mode, run.burnin_seconds) + ["--json", "--exit-with-stdin"]
+    previous = (ValidationRun.objects.filter(node=run.node, status__in=ValidationRun.VERDICT_STATUSES,
+                                             finished__lt=run.created).order_by("-finished").only("finished").first())
+    if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
+        agent_args += ["--since", previous.finished.isoformat()]
+    return run, agent_args
+
+
+def _unparsable(result, error):
+    """The reason and the kept output of output that is not a report; binary output is kept as a short sample."""
+    truncated = ", output truncated" if result.truncated else ""
+    if hostoutput.looks_binary(result.stdout):
+        reason = ("the agent's output is binary, not a report (%d characters%s, agent exit status %s); its first "
+                  "%d characters are kept, escaped" % (len(result.stdout), truncated, result.exit_status,
+                                                       hostoutput.SAMPLE_CHARS))
+        stdout = hostoutput.binary_sample(result.stdout)
+    else:
+        reason = "%s (agent exit status %s%s)" % (error, result.exit_status, truncated)
+        stdout = result.stdout
+    stderr = hostoutput.binary_sample(result.stderr) if hostoutput.looks_binary(result.stderr) else result.stderr
+    return reason, stdout + ("\n--- stderr ---\n" + stderr if stderr else "")
+
+
+def _run_keep_report(*, run, report, retry=None, outcomes=None):
+    """Store a valid report. It waits in the worker's spool while it is stored; if the database stays away past the
+    retries the run ends DASHBOARD_ERROR with the report kept, and the reaper stores it later (reports_sweep)."""
     try:
-        return run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
-    except DatabaseError as exc:  # our failure, not the agent's: keep the report for a look, name the cause
-        log.exception("run %s: storing the report failed", run_id)
-        run_finish(run=run, status=Status.DASHBOARD_ERROR, raw_output=result.stdout,
-                   reason="the dashboard could not store the agent's report (%s: %s); the report is kept below" % (
-                       type(exc).__name__, exc))
+        report_spool.report_keep(run_id=run.id, report=report)
+    except OSError as exc:  # no spool: the retries still protect the report, only a longer outage would cost it
+        log.error("run %s: the report could not be spooled: %s", run.id, exc)
+    try:
+        status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
+    except DatabaseError as exc:  # our failure, not the agent's: keep the report, name the cause
+        log.exception("run %s: storing the report failed", run.id)
+        try:
+            run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
+                       reason="the dashboard could not store the agent's report (%s: %s); the report is kept and "
+                              "is stored with its checks once the database takes it" % (type(exc).__name__, exc))
+        except DatabaseError:
+            log.error("run %s stays RUNNING: the database is away; its report waits in %s for the reaper",
+                      run.id, settings.CUDAWEB_REPORT_SPOOL_DIR)
+            return None
         return Status.DASHBOARD_ERROR
+    report_spool.report_drop(run_id=run.id)
+    return status
 
 
 def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payload, digest):
@@ -255,7 +320,7 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
             error = "the second attempt ran past its %d s budget" % budget
         else:
             try:
-                second = parse_report(result.stdout)
+                second = hostoutput.clean(parse_report(result.stdout))
             except ReportError as exc:
                 error = "the second attempt printed no report (exit status %s): %s" % (result.exit_status, exc)
     except base.TransportError as exc:
@@ -277,7 +342,7 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
 
 
 def run_mark_timed_out(*, run_id, reason):
-    run = ValidationRun.objects.filter(id=run_id).only("id", "node_id").first()
+    run = dbretry.retrying(ValidationRun.objects.filter(id=run_id).only("id", "node_id").first)
     return run is not None and run_finish(run=run, status=Status.TIMED_OUT, reason=reason)
 
 
@@ -298,9 +363,9 @@ class Heartbeat:
                         heartbeat=timezone.now())
                 except DatabaseError as exc:  # a dropped connection: reconnect on the next beat, never stop
                     log.warning("heartbeat of run %s not written: %s", self.run_id, exc)
-                    connection.close()
+                    dbretry.connection_drop()
         finally:
-            connection.close()
+            dbretry.connection_drop()
 
     def __enter__(self):
         self.thread.start()

@@ -8,11 +8,11 @@ import time
 from billiard.exceptions import WorkerLostError
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import task_failure, worker_ready
+from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
 from django.conf import settings
-from django.db import connection
+from django.db import close_old_connections
 
-from cudaweb.validation import queue, reaper, services
+from cudaweb.validation import dbretry, queue, reaper, services
 from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def execute_run(run_id):
     except Exception as exc:
         # A bug of ours must not leave the run RUNNING, nor blame the agent: record it, then let Celery log it.
         log.exception("run %s failed unexpectedly", run_id)
-        run = ValidationRun.objects.filter(id=run_id).first()
+        run = dbretry.retrying(ValidationRun.objects.filter(id=run_id).first)
         if run is not None:
             services.run_finish(run=run, status=ValidationRun.Status.DASHBOARD_ERROR,
                                 reason="the dashboard failed while running it: %s: %s" % (type(exc).__name__, exc))
@@ -39,7 +39,7 @@ def execute_run(run_id):
 @shared_task(acks_late=True)
 def enqueue_runs(run_ids):
     """A bulk request's runs, published from a worker (queue.enqueue_fanout)."""
-    return services.runs_enqueue(run_ids=run_ids)
+    return dbretry.retrying(services.runs_enqueue, run_ids=run_ids)  # a task published twice runs once (the claim)
 
 
 @shared_task
@@ -66,7 +66,24 @@ def on_worker_lost(sender=None, task_id=None, exception=None, args=None, **kwarg
     """The pool process running a run died (killed, out of memory): end the run now and run it once more, instead
     of waiting for the heartbeat to go stale. Runs in the worker's main process."""
     if getattr(sender, "name", None) == execute_run.name and isinstance(exception, WorkerLostError) and args:
-        reaper.run_lost(run_id=args[0], reason="the worker process running it died (%s)" % exception)
+        # The main process's connection may have died since its last use (a database restart): never reuse it,
+        # nor leave one for the next pool process, forked from here, to inherit.
+        dbretry.connection_drop()
+        try:
+            reaper.run_lost(run_id=args[0], reason="the worker process running it died (%s)" % exception)
+        finally:
+            dbretry.connection_drop()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def check_connections(sender=None, **kwargs):
+    """At each task's edges a connection that errored or outlived CONN_MAX_AGE goes, and the next query checks the
+    one it reuses (CONN_HEALTH_CHECKS). Celery's Django fixup closes them outright unless CELERY_DB_REUSE_MAX is
+    set; this keeps a dropped connection from being reused when it is."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return  # run inline, in its caller's transaction: the connection is the caller's
+    close_old_connections()
 
 
 def _reap_forever(every_s):
@@ -76,7 +93,7 @@ def _reap_forever(every_s):
         except Exception:  # the database or Redis away for a while: try again next time
             log.exception("reaping failed")
         finally:
-            connection.close()
+            dbretry.connection_drop()  # a close that fails on a dead connection must not end this thread
         time.sleep(every_s)
 
 

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand
 from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
-from cudaweb.validation import burnin
 from cudaweb.playbooks.root_cause import run_root_cause
+from cudaweb.validation import burnin, dbretry
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request, task_budget_s
@@ -65,11 +65,21 @@ class Command(BaseCommand):
             return
         deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
         ids = [run.id for run in runs]
-        while time.monotonic() < deadline and ValidationRun.objects.filter(
-                id__in=ids, status__in=ValidationRun.LIVE).exists():
+        database_away = False
+        while time.monotonic() < deadline:
+            try:
+                if not ValidationRun.objects.filter(id__in=ids, status__in=ValidationRun.LIVE).exists():
+                    break
+            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
+                if not database_away:
+                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
+                database_away = True
+                dbretry.connection_drop()
+                time.sleep(2)
+                continue
             time.sleep(POLL_S)
         for run in runs:
-            run.refresh_from_db()
+            dbretry.retrying(run.refresh_from_db, what="state of run %s" % run.id)
         results = [{"node": run.node.name, "run": str(run.id), "status": run.status,
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
                     "running?" % run.status, "root_cause": run_root_cause(run=run), "report": run.report}
