@@ -6,6 +6,7 @@ import math
 import jsonschema
 
 from agents.cudaprobe.report_schema import load_schema
+from cudaweb.validation import hostoutput
 
 _validator = jsonschema.Draft202012Validator(load_schema())
 # What the dashboard's tables hold on top of the agent's schema (a report beyond these is the agent's error, named by
@@ -38,20 +39,6 @@ def _finite(text):
     return value
 
 
-def _nul_path(value, path=()):
-    """The path of the first string holding a NUL character (no database stores one), else None."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if isinstance(key, str) and "\x00" in key:
-            return path + (key,)
-        found = _nul_path(item, path + (key,))
-        if found is not None:
-            return found
-    return None
-
-
 def _first_error(validator, report):
     errors = sorted(validator.iter_errors(report), key=lambda e: [str(p) for p in e.path])
     if not errors:
@@ -72,8 +59,4 @@ def parse_report(stdout):
     problem = _first_error(_validator, report) or _first_error(_stored_validator, report)
     if problem:
         raise ReportError(problem)
-    nul = _nul_path(report)
-    if nul is not None:
-        raise ReportError("the report does not match schema cudaprobe/1 at %s: a NUL character" % (
-            "/".join(str(p) for p in nul) or "(top)"))
-    return report
+    return hostoutput.clean(report)  # NUL and lone surrogates, which no database column takes, written escaped

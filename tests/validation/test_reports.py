@@ -1,4 +1,4 @@
-"""A report the dashboard cannot keep as it is (a string where a number goes, a field longer than its column, a NUL,
+"""A report the dashboard cannot keep as it is (a string where a number goes, a field longer than its column,
 an infinite number) ends AGENT_ERROR naming the field, never DASHBOARD_ERROR: run through run_execute with a stand-in
 interpreter that prints the report, as an agent would."""
 
@@ -58,11 +58,10 @@ def test_a_check_id_longer_than_its_column_is_named():
         parse_report(json.dumps(report))
 
 
-def test_a_nul_character_and_infinite_numbers_are_named():
+def test_a_nul_character_is_kept_escaped_and_infinite_numbers_are_named():
     report = real_report()
     report["checks"][1]["summary"] = "bad\x00byte"
-    with pytest.raises(ReportError, match="at checks/1/summary: a NUL character"):
-        parse_report(json.dumps(report))
+    assert parse_report(json.dumps(report))["checks"][1]["summary"] == "bad\\x00byte"  # no database takes a NUL
     text = json.dumps(real_report()).replace('"duration_s": ', '"duration_s": 1e999, "x": ', 1)
     with pytest.raises(ReportError, match="not JSON: 1e999 is out of range"):
         parse_report(text)
