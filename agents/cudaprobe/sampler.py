@@ -144,11 +144,14 @@ class Sampler:
         if self.events is None:
             self._stop.wait(self.interval_s)
             return
+        began = time.monotonic()
         try:
             data = self.nv.nvmlEventSetWait_v2(self.events, int(self.interval_s * 1000))
             self.xids.append({"t": round(time.monotonic() - self.started, 2), "xid": int(data.eventData)})
         except Exception:
-            pass  # NVML_ERROR_TIMEOUT: no event in this interval
+            # NVML_ERROR_TIMEOUT: no event in this interval. Any other error (a GPU lost, events unsupported) comes
+            # back at once: the rest of the interval is waited out, or the loop would sample as fast as NVML answers
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
     def _run(self):
         while not self._stop.is_set():
