@@ -203,6 +203,28 @@ def test_the_patterns_find_a_flipped_bit_on_real_tensors(monkeypatch):
     assert found["found"] ^ found["expected"] == 1 << 9
 
 
+def test_a_mismatch_found_before_memory_runs_out_mid_pass_is_kept(monkeypatch):
+    chunks = [torch.empty(1 << 12, dtype=torch.int32) for _ in range(2)]
+    scratch = torch.empty(1 << 12, dtype=torch.int32)
+    fill = stress._fill
+
+    class TakenMidPass(Exception):
+        pass
+
+    def flip_then_run_out(torch_, chunk, pattern, base, seed, bit=0):
+        if pattern == "address":  # after "random": another process took the memory the compare needs
+            raise TakenMidPass()
+        fill(torch_, chunk, pattern, base, seed, bit)
+        if pattern == "random" and chunk.data_ptr() == chunks[1].data_ptr():
+            chunk[5] ^= 1 << 3
+
+    monkeypatch.setattr(stress, "_fill", flip_then_run_out)
+    found = []
+    with pytest.raises(TakenMidPass):
+        stress.pattern_passes(torch, chunks, 1, 5, scratch, found)
+    assert [(m["pattern"], m["chunk"], m["word"]) for m in found] == [("random", 1, (1 << 12) + 5)]
+
+
 def test_the_digest_sees_one_flipped_bit():
     tensor = torch.randn(64, 64).bfloat16()
     flipped = tensor.clone()

@@ -91,10 +91,11 @@ def _fill(torch, chunk, pattern, base, seed, bit=0):
             chunk.bitwise_not_()
 
 
-def pattern_passes(torch, chunks, passes, seed, scratch=None):
+def pattern_passes(torch, chunks, passes, seed, scratch=None, mismatches=None):
     """Write then read back every pattern over `chunks` (int32 tensors), `passes` times; the mismatches, each
-    {"pass", "pattern", "chunk", "word", "count", "found", "expected"} (at most 20 kept)."""
-    mismatches = []
+    {"pass", "pattern", "chunk", "word", "count", "found", "expected"} (at most 20 kept), appended to `mismatches`
+    as they are found (so that an error later in the pass does not lose them)."""
+    mismatches = [] if mismatches is None else mismatches
     for number in range(passes):
         for pattern in PATTERNS:
             bits = range(32) if pattern == "walking_ones" else (0,)
@@ -164,10 +165,11 @@ def gpu_memory_test(args):
                 oom = str(exc).splitlines()[0][:300]
                 break
         pass_started = time.perf_counter()
+        found = []  # the mismatches seen before an out-of-memory stay found
         try:
-            found = pattern_passes(torch, chunks, 1, seed + number, scratch)
+            pattern_passes(torch, chunks, 1, seed + number, scratch, found)
         except torch.cuda.OutOfMemoryError as exc:  # memory taken while the pass ran: said, not a crash
-            found, oom = [], "out of memory during the pass: " + str(exc).splitlines()[0][:400]
+            oom = "out of memory during the pass: " + str(exc).splitlines()[0][:400]
             entry["aborted"] = oom
         for m in found:
             m["pass"] = number
