@@ -138,3 +138,14 @@ def test_the_busy_run_shows_the_intruder_in_its_raw_samples():
         sample["pids"] = None
     findings, _ = burnin.judge_sustained([blind], expectations.sku_for("NVIDIA H200"))
     assert findings.status != "pass"
+
+
+def test_a_gpu_that_reports_clocks_but_no_power_or_temperature_is_still_judged():
+    record = _load(str(HEALTHY) + ".record.json")
+    (task,) = [t for t in record["tasks"] if t["task"].endswith(":gpu_sustained")]
+    for sample in task["outcomes"][0]["result"]["gpus"][0]["sampler"]["samples"]:
+        sample.update(power_w=None, temp_gpu_c=None, temp_mem_c=None)
+    replayed, _ = _replay_l4_to_l7(record)
+    sustained = replayed["stress.sustained"]
+    assert sustained["status"] == "pass", sustained["summary"]
+    assert sustained["summary"].endswith("670 TFLOP/s sustained (worst GPU), SM 1425 MHz")

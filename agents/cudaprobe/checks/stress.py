@@ -300,9 +300,10 @@ def stress_sustained(ctx):
             info.get("power_limit_w"), info.get("max_sm_mhz")))
     summary = "%d GPU(s) %d s under bf16 load: %.0f TFLOP/s sustained (worst GPU)" % (
         len(gpus), seconds, metrics["sustained_bf16_tflops"])
-    if "sm_mhz_median" in metrics:
-        summary += ", SM %d MHz, %.0f W, up to %d C" % (metrics["sm_mhz_median"], metrics["power_w_median"],
-                                                        metrics.get("temp_gpu_max_c", 0))
+    # each NVML reading only where the GPU gives it (some report clocks but no power or temperature)
+    for key, text in (("sm_mhz_median", "SM %d MHz"), ("power_w_median", "%.0f W"), ("temp_gpu_max_c", "up to %d C")):
+        if key in metrics:
+            summary += ", " + text % metrics[key]
     outcome = findings.outcome(summary, metrics=metrics)
     outcome.details = {"series": {"gpus": {str(g["index"]): burnin.downsample(g) for g in gpus}}}
     return outcome
