@@ -3,7 +3,8 @@
 Each sample: seconds since the start, SM and memory clocks, power draw, GPU and memory temperature, utilisation,
 the clock-event (throttle) reason bitmask, volatile ECC counters, the PCIe replay counter, the compute PIDs on the
 GPU and any Xid event NVML delivered since the last sample. A reading NVML does not support is left out (None),
-never invented. Without pynvml the sampler says so and takes nothing: the check then judges throughput alone.
+never invented. Without pynvml the sampler says so and takes nothing: the check judges throughput alone and
+warns that nothing else was watched (burnin_unmonitored).
 """
 
 import os

@@ -286,6 +286,16 @@ def test_a_pass_cut_short_by_memory_taken_mid_pass_is_named_not_a_crash():
     assert "Process 557 has 12.51 GiB" in outcome.summary
 
 
+def test_a_burnin_without_nvml_readings_warns_that_only_throughput_was_watched():
+    gpu = reference_gpu()
+    gpu["sampler"].update(samples=[], info={}, notes=["NVML unavailable in the worker (ImportError: No module named "
+                                                      "'pynvml'): no clocks, power or throttle readings"])
+    findings, metrics = burnin.judge_sustained([gpu], H200)
+    assert findings.status == "warn" and findings.signatures == ["burnin_unmonitored"]
+    assert "ECC and Xid were not watched" in findings.problems[0] and "No module named 'pynvml'" in findings.problems[0]
+    assert metrics["sustained_bf16_tflops"] > 600  # the throughput is judged all the same
+
+
 def test_a_power_limit_or_clock_set_below_the_models_is_named():
     gpu = reference_gpu()
     gpu["sampler"]["info"] = dict(gpu["sampler"]["info"], power_limit_w=500.0, max_sm_mhz=1600)
