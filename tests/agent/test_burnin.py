@@ -136,7 +136,8 @@ def test_the_series_are_downsampled_for_the_report():
 
 def _memory_entry(index=0, mismatches=(), pids=None):
     snap = {"pids": pids or [100], "self": 100, "util": 0}
-    return {"index": index, "free_gib_start": 138.0, "total_gib": 139.8, "seconds": 12.0, "mismatches": list(mismatches),
+    return {"index": index, "free_gib_start": 138.0, "total_gib": 139.8, "seconds": 12.0,
+            "mismatches": list(mismatches),
             "ecc": {"before": [0, 0], "after": [0, 0]}, "activity": {"before": snap, "after": snap},
             "passes": [{"pass": p, "chunks": 124, "target_chunks": 124, "gib": 124.0, "oom": None, "activity": snap}
                        for p in range(2)]}
@@ -147,7 +148,8 @@ def test_memory_test_mismatch_names_the_gpu_and_the_range():
            "expected": 8, "byte_offset": 1200, "byte_end": 1212}
     outcome = stress.judge_memory_test(Context("full"), [_memory_entry(), _memory_entry(1, [bad])])
     assert outcome.status == "fail" and outcome.signatures == ["memory_test_mismatch"]
-    assert outcome.summary.startswith("GPU 1: 2 word(s) read back wrong in pass 1, walking_ones bit 3, bytes 0x4b0-0x4bc")
+    assert outcome.summary.startswith(
+        "GPU 1: 2 word(s) read back wrong in pass 1, walking_ones bit 3, bytes 0x4b0-0x4bc")
 
 
 def test_memory_taken_by_another_process_during_the_test_is_named():
@@ -292,7 +294,8 @@ def test_a_burnin_without_nvml_readings_warns_that_only_throughput_was_watched()
                                                       "'pynvml'): no clocks, power or throttle readings"])
     findings, metrics = burnin.judge_sustained([gpu], H200)
     assert findings.status == "warn" and findings.signatures == ["burnin_unmonitored"]
-    assert "ECC and Xid were not watched" in findings.problems[0] and "No module named 'pynvml'" in findings.problems[0]
+    problem = findings.problems[0]
+    assert "ECC and Xid were not watched" in problem and "No module named 'pynvml'" in problem
     assert metrics["sustained_bf16_tflops"] > 600  # the throughput is judged all the same
 
 

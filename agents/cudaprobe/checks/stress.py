@@ -9,7 +9,8 @@ import hashlib
 import os
 import time
 
-from agents.cudaprobe import activity, burnin, children
+from agents.cudaprobe import activity, burnin, children, proc
+from agents.cudaprobe.checks.driver import XID_LINE
 from agents.cudaprobe.checks.torch import cuda_device_count
 from agents.cudaprobe.judge import Findings, all_ok, reference, task_failure
 from agents.cudaprobe.model import skipped
@@ -275,6 +276,30 @@ def _no_gpu(ctx):
     return None
 
 
+def kernel_xids(ctx):
+    """The kernel log's Xid lines now, or None where the log cannot be read."""
+    result = proc.run(["dmesg"], 10, env=ctx.environ)
+    if result.missing or not result.ok:
+        return None
+    return [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
+
+
+def new_lines(before, after):
+    """The lines of `after` that `before` did not hold (each line counted as often as it occurs)."""
+    if before is None or after is None:
+        return []
+    left = {}
+    for line in before:
+        left[line] = left.get(line, 0) + 1
+    fresh = []
+    for line in after:
+        if left.get(line):
+            left[line] -= 1
+        else:
+            fresh.append(line)
+    return fresh
+
+
 @check("stress.sustained", "L7", "Sustained load near the power limit, NVML sampled each second",
        requires=STRESS_BASE, modes=STRESS_MODES, budget_s=DEFAULT_BURNIN_S + 120)
 def stress_sustained(ctx):
@@ -282,13 +307,23 @@ def stress_sustained(ctx):
     if absent:
         return absent
     seconds = burnin_seconds(ctx)
+    before = kernel_xids(ctx)  # driver.xid read the log before the load: an Xid under it shows only here or in NVML
     outcomes = children.run_each(ctx, gpu_sustained, _ranks(ctx), {"seconds": seconds}, timeout=seconds + 120)
+    after = kernel_xids(ctx) if before is not None else None
     if not all_ok(outcomes):
-        return task_failure(outcomes, "sustained load", "stress_failed")
+        failure = task_failure(outcomes, "sustained load", "stress_failed")
+        fresh = new_lines(before, after)
+        if fresh:  # what the driver said while the load died
+            failure.summary += "; Xid in the kernel log during the load: %s" % fresh[0].strip()[:300]
+            failure.signatures = list(failure.signatures) + ["xid_under_load"]
+        return failure
     gpus = _merged(outcomes)
     sku, model = reference(ctx)
     ours = ctx.pool.pids() if ctx.pool is not None else ()
     findings, metrics = burnin.judge_sustained(gpus, sku, ours)
+    if not any(g["sampler"].get("xids") for g in gpus):  # NVML delivered none (or no events here): the kernel log
+        for line in new_lines(before, after)[:10]:
+            findings.add("fail", "Xid in the kernel log during the burn-in: %s" % line.strip()[:300], "xid_under_load")
     metrics["burnin_seconds"] = seconds
     if sku is None:
         findings.add("pass", "no reference for %s: judged on its own series and its siblings" % model,
