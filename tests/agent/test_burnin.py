@@ -205,6 +205,23 @@ def test_the_patterns_find_a_flipped_bit_on_real_tensors(monkeypatch):
     assert found["found"] ^ found["expected"] == 1 << 9
 
 
+def test_a_range_of_wrong_words_is_bounded_by_its_first_and_last(monkeypatch):
+    chunks = [torch.empty(1 << 12, dtype=torch.int32) for _ in range(2)]
+    fill = stress._fill
+
+    def break_a_range(torch_, chunk, pattern, base, seed, bit=0):
+        fill(torch_, chunk, pattern, base, seed, bit)
+        if pattern == "address" and chunk.data_ptr() == chunks[1].data_ptr():
+            chunk[100:3000] = -1  # a stretch of words gone bad, and one more apart
+            chunk[4000] ^= 1
+
+    monkeypatch.setattr(stress, "_fill", break_a_range)
+    found = stress.pattern_passes(torch, chunks, 1, 5, torch.empty(1 << 12, dtype=torch.int32))
+    (bad,) = [m for m in found if m["pattern"] == "address"]
+    assert (bad["word"], bad["last_word"], bad["count"]) == ((1 << 12) + 100, (1 << 12) + 4000, 2901)
+    assert bad["found"] == -1 and bad["expected"] == (1 << 12) + 100
+
+
 def test_a_mismatch_found_before_memory_runs_out_mid_pass_is_kept(monkeypatch):
     chunks = [torch.empty(1 << 12, dtype=torch.int32) for _ in range(2)]
     scratch = torch.empty(1 << 12, dtype=torch.int32)

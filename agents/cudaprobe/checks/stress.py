@@ -117,10 +117,14 @@ def pattern_passes(torch, chunks, passes, seed, scratch=None, mismatches=None):
                     # any() reduces the bools as they are; sum() would first widen them to int64 (8 x the chunk)
                     count = int(wrong.count_nonzero()) if bool(wrong.any()) else 0
                     if count and len(mismatches) < 20:
-                        word = int(wrong.nonzero()[0][0])
+                        # first and last wrong word by argmax (the first maximum) on the flags and their reverse:
+                        # nonzero() would list every wrong word, 8 bytes each, and a chunk gone bad would not fit
+                        flags = wrong.view(torch.uint8)
+                        word = int(torch.argmax(flags))
+                        last = chunk.numel() - 1 - int(torch.argmax(flags.flip(0)))
                         mismatches.append({"pass": number, "pattern": pattern if pattern != "walking_ones" else
                                            "walking_ones bit %d" % bit, "chunk": position, "word": base + word,
-                                           "last_word": base + int(wrong.nonzero()[-1][0]), "count": count,
+                                           "last_word": base + last, "count": count,
                                            "found": int(chunk[word]), "expected": int(expected[word])})
                     base += chunk.numel()
     return mismatches
