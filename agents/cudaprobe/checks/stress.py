@@ -139,6 +139,7 @@ def gpu_memory_test(args):
     from agents.cudaprobe import sampler as nvml_sampler
 
     index = _own_gpu(torch)
+    torch.cuda.empty_cache()  # what earlier checks left cached in this worker would count as used, and go untested
     chunk_words = int(args.get("chunk_mib", 1024)) * 2**20 // 4
     fraction = float(args.get("fraction", 0.9))
     passes = int(args.get("passes", 2))
