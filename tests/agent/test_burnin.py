@@ -161,6 +161,16 @@ def test_memory_taken_by_another_process_during_the_test_is_named():
     assert stress.judge_memory_test(Context("full"), [_memory_entry()]).status == "pass"
 
 
+def test_a_memory_test_that_covered_little_of_the_gpu_is_no_pass():
+    entry = _memory_entry()
+    entry["free_gib_start"] = 3.0  # held from the start by something NVML did not show
+    for p in entry["passes"]:
+        p.update(chunks=1, target_chunks=1, gib=1.0)
+    outcome = stress.judge_memory_test(Context("full"), [entry])
+    assert outcome.status == "warn" and outcome.signatures == ["memory_test_coverage_low"]
+    assert outcome.summary.startswith("GPU 0: the memory test covered 1.0 of the GPU's 139.8 GiB (3.0 GiB were free")
+
+
 def test_new_ecc_errors_during_the_memory_test_fail():
     entry = _memory_entry()
     entry["ecc"] = {"before": [0, 0], "after": [0, 2]}

@@ -75,6 +75,7 @@ def gpu_sustained(args):
 
 
 PATTERNS = ("walking_ones", "random", "address", "address_inverted")
+COVERAGE_MIN = 0.5  # of the GPU's memory: a healthy idle H200's test covers 122 of 139.8 GiB
 RESERVE_BYTES = 2 * 2**30  # left free beside the tested chunks for the compare's temporaries (a bool per word)
 
 
@@ -405,6 +406,10 @@ def judge_memory_test(ctx, gpus):
             findings.add("warn", "%s: memory was taken by another process during the memory test (%s): the memory "
                          "it held was not tested, re-run when idle" % (label, "; ".join(detail)),
                          "memory_taken_during_test")
+        elif min(tested) < COVERAGE_MIN * g["total_gib"]:  # held from the start by something NVML does not show
+            findings.add("warn", "%s: the memory test covered %.1f of the GPU's %.1f GiB (%.1f GiB were free when it "
+                         "began, no other process seen): the rest was not tested" % (
+                             label, min(tested), g["total_gib"], g["free_gib_start"]), "memory_test_coverage_low")
     metrics["tested_gib"] = min(v for k, v in metrics.items() if k.startswith("tested_gib."))
     return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), ECC unchanged" % (
         len(gpus), metrics["tested_gib"]), metrics=metrics)
