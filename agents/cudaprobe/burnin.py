@@ -82,8 +82,13 @@ def judge_gpu(findings, gpu, sku, ours=()):
     first, last = edges(windows, seconds)
     decay = 1 - _median(last) / _median(first) if first and last and _median(first) else 0.0
     metrics["throughput_decay_pct"] = 100 * decay
-    for note in gpu["sampler"].get("notes") or []:
+    notes = gpu["sampler"].get("notes") or []
+    for note in notes:
         findings.note("%s: %s" % (label, note))
+    if not gpu["sampler"]["samples"]:  # a burn-in that watched nothing but throughput is no acceptance under load
+        findings.add("warn", "%s: no NVML readings under load (%s): clocks, power, throttling, ECC and Xid were not "
+                     "watched, only throughput" % (label, "; ".join(notes)[:300] or "the sampler took none"),
+                     "burnin_unmonitored")
 
     busy = foreign_pids(gpu, ours)
     if busy:

@@ -154,6 +154,12 @@ SETTINGS = {
                            None, MATMUL + TRAINING),
 }
 NOTED_ONLY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_NVML_BASED_CUDA_CHECK")
+# What the hardware itself reported or got wrong: no setting explains a bit read back wrong, results that differ
+# between repetitions, ECC errors, an Xid or a throttle reason, so a check that found only these names none.
+HARDWARE_FINDINGS = frozenset({
+    "memory_test_mismatch", "silent_data_corruption", "ecc_uncorrected_under_load", "ecc_corrected_under_load",
+    "xid_under_load", "pcie_replay_under_load", "throttle_hw_slowdown", "throttle_thermal", "throttle_power_brake",
+})
 
 
 def settings(environ):
@@ -183,6 +189,8 @@ def point(check_id, outcome, environ):
     """Name, in a warning or failing check, the settings that explain its figure (or that the stack refuses), unless
     its summary already names them; the evidence keeps the full line."""
     if outcome.status not in (WARN, FAIL, ERROR):
+        return outcome
+    if outcome.signatures and set(outcome.signatures) <= HARDWARE_FINDINGS:
         return outcome
     causes = [item for item in settings(environ) if check_id in item["explains"]
               and item["name"] not in outcome.summary and (item["refused"] or item["name"] not in NOTED_ONLY

@@ -3,7 +3,8 @@
 Each sample: seconds since the start, SM and memory clocks, power draw, GPU and memory temperature, utilisation,
 the clock-event (throttle) reason bitmask, volatile ECC counters, the PCIe replay counter, the compute PIDs on the
 GPU and any Xid event NVML delivered since the last sample. A reading NVML does not support is left out (None),
-never invented. Without pynvml the sampler says so and takes nothing: the check then judges throughput alone.
+never invented. Without pynvml the sampler says so and takes nothing: the check judges throughput alone and
+warns that nothing else was watched (burnin_unmonitored).
 """
 
 import os
@@ -144,11 +145,14 @@ class Sampler:
         if self.events is None:
             self._stop.wait(self.interval_s)
             return
+        began = time.monotonic()
         try:
             data = self.nv.nvmlEventSetWait_v2(self.events, int(self.interval_s * 1000))
             self.xids.append({"t": round(time.monotonic() - self.started, 2), "xid": int(data.eventData)})
         except Exception:
-            pass  # NVML_ERROR_TIMEOUT: no event in this interval
+            # NVML_ERROR_TIMEOUT: no event in this interval. Any other error (a GPU lost, events unsupported) comes
+            # back at once: the rest of the interval is waited out, or the loop would sample as fast as NVML answers
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
     def _run(self):
         while not self._stop.is_set():

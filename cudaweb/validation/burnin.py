@@ -3,6 +3,7 @@
 import bisect
 import csv
 import io
+import math
 
 from django.conf import settings
 
@@ -62,9 +63,10 @@ def describe(mode, burnin_seconds):
 
 
 def _number(value):
-    if isinstance(value, bool):
+    """A finite number, else None: JSON from a host may carry NaN or Infinity, which no plot or CSV cell wants."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value if isinstance(value, (int, float)) else None
+    return value if math.isfinite(value) else None
 
 
 def _column(gpu, key):

@@ -136,7 +136,8 @@ def test_the_series_are_downsampled_for_the_report():
 
 def _memory_entry(index=0, mismatches=(), pids=None):
     snap = {"pids": pids or [100], "self": 100, "util": 0}
-    return {"index": index, "free_gib_start": 138.0, "total_gib": 139.8, "seconds": 12.0, "mismatches": list(mismatches),
+    return {"index": index, "free_gib_start": 138.0, "total_gib": 139.8, "seconds": 12.0,
+            "mismatches": list(mismatches),
             "ecc": {"before": [0, 0], "after": [0, 0]}, "activity": {"before": snap, "after": snap},
             "passes": [{"pass": p, "chunks": 124, "target_chunks": 124, "gib": 124.0, "oom": None, "activity": snap}
                        for p in range(2)]}
@@ -147,7 +148,8 @@ def test_memory_test_mismatch_names_the_gpu_and_the_range():
            "expected": 8, "byte_offset": 1200, "byte_end": 1212}
     outcome = stress.judge_memory_test(Context("full"), [_memory_entry(), _memory_entry(1, [bad])])
     assert outcome.status == "fail" and outcome.signatures == ["memory_test_mismatch"]
-    assert outcome.summary.startswith("GPU 1: 2 word(s) read back wrong in pass 1, walking_ones bit 3, bytes 0x4b0-0x4bc")
+    assert outcome.summary.startswith(
+        "GPU 1: 2 word(s) read back wrong in pass 1, walking_ones bit 3, bytes 0x4b0-0x4bc")
 
 
 def test_memory_taken_by_another_process_during_the_test_is_named():
@@ -157,6 +159,16 @@ def test_memory_taken_by_another_process_during_the_test_is_named():
     assert outcome.status == "warn" and outcome.signatures == ["memory_taken_during_test"]
     assert "process 555 on it" in outcome.summary and "pass 1 covered 100.0 GiB" in outcome.summary
     assert stress.judge_memory_test(Context("full"), [_memory_entry()]).status == "pass"
+
+
+def test_a_memory_test_that_covered_little_of_the_gpu_is_no_pass():
+    entry = _memory_entry()
+    entry["free_gib_start"] = 3.0  # held from the start by something NVML did not show
+    for p in entry["passes"]:
+        p.update(chunks=1, target_chunks=1, gib=1.0)
+    outcome = stress.judge_memory_test(Context("full"), [entry])
+    assert outcome.status == "warn" and outcome.signatures == ["memory_test_coverage_low"]
+    assert outcome.summary.startswith("GPU 0: the memory test covered 1.0 of the GPU's 139.8 GiB (3.0 GiB were free")
 
 
 def test_new_ecc_errors_during_the_memory_test_fail():
@@ -201,6 +213,45 @@ def test_the_patterns_find_a_flipped_bit_on_real_tensors(monkeypatch):
     (found,) = stress.pattern_passes(torch, chunks, 1, 5, scratch)
     assert (found["pattern"], found["chunk"], found["word"], found["count"]) == ("random", 2, 2 * (1 << 14) + 77, 1)
     assert found["found"] ^ found["expected"] == 1 << 9
+
+
+def test_a_range_of_wrong_words_is_bounded_by_its_first_and_last(monkeypatch):
+    chunks = [torch.empty(1 << 12, dtype=torch.int32) for _ in range(2)]
+    fill = stress._fill
+
+    def break_a_range(torch_, chunk, pattern, base, seed, bit=0):
+        fill(torch_, chunk, pattern, base, seed, bit)
+        if pattern == "address" and chunk.data_ptr() == chunks[1].data_ptr():
+            chunk[100:3000] = -1  # a stretch of words gone bad, and one more apart
+            chunk[4000] ^= 1
+
+    monkeypatch.setattr(stress, "_fill", break_a_range)
+    found = stress.pattern_passes(torch, chunks, 1, 5, torch.empty(1 << 12, dtype=torch.int32))
+    (bad,) = [m for m in found if m["pattern"] == "address"]
+    assert (bad["word"], bad["last_word"], bad["count"]) == ((1 << 12) + 100, (1 << 12) + 4000, 2901)
+    assert bad["found"] == -1 and bad["expected"] == (1 << 12) + 100
+
+
+def test_a_mismatch_found_before_memory_runs_out_mid_pass_is_kept(monkeypatch):
+    chunks = [torch.empty(1 << 12, dtype=torch.int32) for _ in range(2)]
+    scratch = torch.empty(1 << 12, dtype=torch.int32)
+    fill = stress._fill
+
+    class TakenMidPass(Exception):
+        pass
+
+    def flip_then_run_out(torch_, chunk, pattern, base, seed, bit=0):
+        if pattern == "address":  # after "random": another process took the memory the compare needs
+            raise TakenMidPass()
+        fill(torch_, chunk, pattern, base, seed, bit)
+        if pattern == "random" and chunk.data_ptr() == chunks[1].data_ptr():
+            chunk[5] ^= 1 << 3
+
+    monkeypatch.setattr(stress, "_fill", flip_then_run_out)
+    found = []
+    with pytest.raises(TakenMidPass):
+        stress.pattern_passes(torch, chunks, 1, 5, scratch, found)
+    assert [(m["pattern"], m["chunk"], m["word"]) for m in found] == [("random", 1, (1 << 12) + 5)]
 
 
 def test_the_digest_sees_one_flipped_bit():
@@ -262,6 +313,17 @@ def test_a_pass_cut_short_by_memory_taken_mid_pass_is_named_not_a_crash():
     outcome = stress.judge_memory_test(Context("full"), [entry])
     assert outcome.status == "warn" and outcome.signatures == ["memory_taken_during_test"]
     assert "Process 557 has 12.51 GiB" in outcome.summary
+
+
+def test_a_burnin_without_nvml_readings_warns_that_only_throughput_was_watched():
+    gpu = reference_gpu()
+    gpu["sampler"].update(samples=[], info={}, notes=["NVML unavailable in the worker (ImportError: No module named "
+                                                      "'pynvml'): no clocks, power or throttle readings"])
+    findings, metrics = burnin.judge_sustained([gpu], H200)
+    assert findings.status == "warn" and findings.signatures == ["burnin_unmonitored"]
+    problem = findings.problems[0]
+    assert "ECC and Xid were not watched" in problem and "No module named 'pynvml'" in problem
+    assert metrics["sustained_bf16_tflops"] > 600  # the throughput is judged all the same
 
 
 def test_a_power_limit_or_clock_set_below_the_models_is_named():

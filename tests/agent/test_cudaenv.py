@@ -40,6 +40,17 @@ def test_a_failing_figure_points_to_the_setting_that_explains_it_and_a_pass_does
     assert other.signatures == []  # TF32 does not explain a copy
 
 
+def test_no_setting_is_named_as_the_cause_of_what_the_hardware_got_wrong():
+    environ = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    flipped = Outcome("fail", "GPU 1: 2 word(s) read back wrong", signatures=["memory_test_mismatch"])
+    assert cudaenv.point("stress.memory_test", flipped, environ).summary == "GPU 1: 2 word(s) read back wrong"
+    differs = Outcome("fail", "GPU 0: matmul_bf16 gave 2 different results", signatures=["silent_data_corruption"])
+    assert cudaenv.point("stress.consistency", differs, environ).signatures == ["silent_data_corruption"]
+    # a figure among them is still pointed to
+    slow = Outcome("fail", "hot and slow", signatures=["throttle_thermal", "sustained_below_expected"])
+    assert "env_setting_named" in cudaenv.point("stress.sustained", slow, environ).signatures
+
+
 def test_a_check_that_already_names_the_setting_is_left_alone_and_visibility_only_named_on_failure():
     environ = {"CUDA_VISIBLE_DEVICES": "0"}
     warned = Outcome("warn", "torch sees 1 of the 2 GPUs the driver lists: CUDA_VISIBLE_DEVICES='0' hides the others")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.cudaprobe import burnin, engine, expectations, registry
+from agents.cudaprobe.checks import stress
 from agents.cudaprobe.checks.torch import torch_info
 from agents.cudaprobe.children import ReplayPool
 from tests.agent.harness import VALIDATOR
@@ -138,3 +139,34 @@ def test_the_busy_run_shows_the_intruder_in_its_raw_samples():
         sample["pids"] = None
     findings, _ = burnin.judge_sustained([blind], expectations.sku_for("NVIDIA H200"))
     assert findings.status != "pass"
+
+
+def test_a_gpu_that_reports_clocks_but_no_power_or_temperature_is_still_judged():
+    record = _load(str(HEALTHY) + ".record.json")
+    (task,) = [t for t in record["tasks"] if t["task"].endswith(":gpu_sustained")]
+    for sample in task["outcomes"][0]["result"]["gpus"][0]["sampler"]["samples"]:
+        sample.update(power_w=None, temp_gpu_c=None, temp_mem_c=None)
+    replayed, _ = _replay_l4_to_l7(record)
+    sustained = replayed["stress.sustained"]
+    assert sustained["status"] == "pass", sustained["summary"]
+    assert sustained["summary"].endswith("670 TFLOP/s sustained (worst GPU), SM 1425 MHz")
+
+
+XID_79 = "[ 4242.5] NVRM: Xid (PCI:0000:19:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+
+
+def test_an_xid_the_kernel_logged_under_load_fails_the_burnin_when_nvml_delivered_none(monkeypatch):
+    logs = iter([["[ 10.0] NVRM: Xid (PCI:0000:19:00): 13, pid=99, an old one"],
+                 ["[ 10.0] NVRM: Xid (PCI:0000:19:00): 13, pid=99, an old one", XID_79]])
+    monkeypatch.setattr(stress, "kernel_xids", lambda ctx: next(logs))  # before the load, then after it
+    replayed, _ = _replay_l4_to_l7(_load(str(HEALTHY) + ".record.json"))
+    sustained = replayed["stress.sustained"]
+    assert sustained["status"] == "fail" and sustained["signatures"] == ["xid_under_load"]
+    assert "Xid in the kernel log during the burn-in: " + XID_79 in sustained["summary"]
+    assert "an old one" not in sustained["summary"]
+
+
+def test_kernel_log_lines_new_since_before_the_load():
+    assert stress.new_lines(["a", "b", "b"], ["a", "b", "b", "b", "c"]) == ["b", "c"]
+    assert stress.new_lines(["a", "b"], ["b", "c"]) == ["c"]  # the ring buffer dropped "a"
+    assert stress.new_lines(None, ["c"]) == [] and stress.new_lines(["a"], None) == []

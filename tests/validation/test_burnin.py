@@ -48,6 +48,21 @@ def test_a_series_from_a_host_keeps_numbers_only():
     assert burnin.series_of({"series": [{"t": 1}]}) == [] and burnin.series_of({"series": {"gpus": []}}) == []
 
 
+def test_nan_and_infinity_from_a_host_are_no_numbers_and_the_plots_still_draw():
+    from cudaweb.fleet.stress_charts import stress_panels
+
+    nan, inf = float("nan"), float("inf")
+    check = {"id": "stress.sustained", "metrics": {"power_limit_w.gpu0": nan}, "series": {"gpus": {"0": {
+        "t": [0, 1, inf, 3], "sm_mhz": [1400, inf, 1500, nan], "reasons": [4, nan, 4, -inf], "tflops_t": [1, nan],
+        "tflops": [650.0, 640.0]}}}}
+    samples = burnin.series_of(check)
+    assert [s["t"] for s in samples] == [0, 1, 3]
+    assert [s["sm_clock_mhz"] for s in samples] == [1400, None, None]
+    assert [s["throttle"] for s in samples] == [4, None, None] and samples[0]["power_limit_w"] is None
+    panels = stress_panels({"checks": [check]})  # the run page's plots: no 500 on what a host sent
+    assert panels["throttle"] == ["SW power cap"] and "nan" not in str(panels) and "inf" not in str(panels)
+
+
 @pytest.mark.django_db
 def test_a_burnin_run_whose_worker_died_is_tried_again_with_its_length(monkeypatch, settings):
     settings.CUDAWEB_AGENT_TIMEOUT = dict(settings.CUDAWEB_AGENT_TIMEOUT, burnin=1500)

@@ -9,7 +9,8 @@ import hashlib
 import os
 import time
 
-from agents.cudaprobe import activity, burnin, children
+from agents.cudaprobe import activity, burnin, children, proc
+from agents.cudaprobe.checks.driver import XID_LINE
 from agents.cudaprobe.checks.torch import cuda_device_count
 from agents.cudaprobe.judge import Findings, all_ok, reference, task_failure
 from agents.cudaprobe.model import skipped
@@ -74,6 +75,7 @@ def gpu_sustained(args):
 
 
 PATTERNS = ("walking_ones", "random", "address", "address_inverted")
+COVERAGE_MIN = 0.5  # of the GPU's memory: a healthy idle H200's test covers 122 of 139.8 GiB
 RESERVE_BYTES = 2 * 2**30  # left free beside the tested chunks for the compare's temporaries (a bool per word)
 
 
@@ -91,10 +93,11 @@ def _fill(torch, chunk, pattern, base, seed, bit=0):
             chunk.bitwise_not_()
 
 
-def pattern_passes(torch, chunks, passes, seed, scratch=None):
+def pattern_passes(torch, chunks, passes, seed, scratch=None, mismatches=None):
     """Write then read back every pattern over `chunks` (int32 tensors), `passes` times; the mismatches, each
-    {"pass", "pattern", "chunk", "word", "count", "found", "expected"} (at most 20 kept)."""
-    mismatches = []
+    {"pass", "pattern", "chunk", "word", "count", "found", "expected"} (at most 20 kept), appended to `mismatches`
+    as they are found (so that an error later in the pass does not lose them)."""
+    mismatches = [] if mismatches is None else mismatches
     for number in range(passes):
         for pattern in PATTERNS:
             bits = range(32) if pattern == "walking_ones" else (0,)
@@ -115,10 +118,14 @@ def pattern_passes(torch, chunks, passes, seed, scratch=None):
                     # any() reduces the bools as they are; sum() would first widen them to int64 (8 x the chunk)
                     count = int(wrong.count_nonzero()) if bool(wrong.any()) else 0
                     if count and len(mismatches) < 20:
-                        word = int(wrong.nonzero()[0][0])
+                        # first and last wrong word by argmax (the first maximum) on the flags and their reverse:
+                        # nonzero() would list every wrong word, 8 bytes each, and a chunk gone bad would not fit
+                        flags = wrong.view(torch.uint8)
+                        word = int(torch.argmax(flags))
+                        last = chunk.numel() - 1 - int(torch.argmax(flags.flip(0)))
                         mismatches.append({"pass": number, "pattern": pattern if pattern != "walking_ones" else
                                            "walking_ones bit %d" % bit, "chunk": position, "word": base + word,
-                                           "last_word": base + int(wrong.nonzero()[-1][0]), "count": count,
+                                           "last_word": base + last, "count": count,
                                            "found": int(chunk[word]), "expected": int(expected[word])})
                     base += chunk.numel()
     return mismatches
@@ -133,6 +140,7 @@ def gpu_memory_test(args):
     from agents.cudaprobe import sampler as nvml_sampler
 
     index = _own_gpu(torch)
+    torch.cuda.empty_cache()  # what earlier checks left cached in this worker would count as used, and go untested
     chunk_words = int(args.get("chunk_mib", 1024)) * 2**20 // 4
     fraction = float(args.get("fraction", 0.9))
     passes = int(args.get("passes", 2))
@@ -164,10 +172,11 @@ def gpu_memory_test(args):
                 oom = str(exc).splitlines()[0][:300]
                 break
         pass_started = time.perf_counter()
+        found = []  # the mismatches seen before an out-of-memory stay found
         try:
-            found = pattern_passes(torch, chunks, 1, seed + number, scratch)
+            pattern_passes(torch, chunks, 1, seed + number, scratch, found)
         except torch.cuda.OutOfMemoryError as exc:  # memory taken while the pass ran: said, not a crash
-            found, oom = [], "out of memory during the pass: " + str(exc).splitlines()[0][:400]
+            oom = "out of memory during the pass: " + str(exc).splitlines()[0][:400]
             entry["aborted"] = oom
         for m in found:
             m["pass"] = number
@@ -273,6 +282,30 @@ def _no_gpu(ctx):
     return None
 
 
+def kernel_xids(ctx):
+    """The kernel log's Xid lines now, or None where the log cannot be read."""
+    result = proc.run(["dmesg"], 10, env=ctx.environ)
+    if result.missing or not result.ok:
+        return None
+    return [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
+
+
+def new_lines(before, after):
+    """The lines of `after` that `before` did not hold (each line counted as often as it occurs)."""
+    if before is None or after is None:
+        return []
+    left = {}
+    for line in before:
+        left[line] = left.get(line, 0) + 1
+    fresh = []
+    for line in after:
+        if left.get(line):
+            left[line] -= 1
+        else:
+            fresh.append(line)
+    return fresh
+
+
 @check("stress.sustained", "L7", "Sustained load near the power limit, NVML sampled each second",
        requires=STRESS_BASE, modes=STRESS_MODES, budget_s=DEFAULT_BURNIN_S + 120)
 def stress_sustained(ctx):
@@ -280,13 +313,23 @@ def stress_sustained(ctx):
     if absent:
         return absent
     seconds = burnin_seconds(ctx)
+    before = kernel_xids(ctx)  # driver.xid read the log before the load: an Xid under it shows only here or in NVML
     outcomes = children.run_each(ctx, gpu_sustained, _ranks(ctx), {"seconds": seconds}, timeout=seconds + 120)
+    after = kernel_xids(ctx) if before is not None else None
     if not all_ok(outcomes):
-        return task_failure(outcomes, "sustained load", "stress_failed")
+        failure = task_failure(outcomes, "sustained load", "stress_failed")
+        fresh = new_lines(before, after)
+        if fresh:  # what the driver said while the load died
+            failure.summary += "; Xid in the kernel log during the load: %s" % fresh[0].strip()[:300]
+            failure.signatures = list(failure.signatures) + ["xid_under_load"]
+        return failure
     gpus = _merged(outcomes)
     sku, model = reference(ctx)
     ours = ctx.pool.pids() if ctx.pool is not None else ()
     findings, metrics = burnin.judge_sustained(gpus, sku, ours)
+    if not any(g["sampler"].get("xids") for g in gpus):  # NVML delivered none (or no events here): the kernel log
+        for line in new_lines(before, after)[:10]:
+            findings.add("fail", "Xid in the kernel log during the burn-in: %s" % line.strip()[:300], "xid_under_load")
     metrics["burnin_seconds"] = seconds
     if sku is None:
         findings.add("pass", "no reference for %s: judged on its own series and its siblings" % model,
@@ -298,9 +341,10 @@ def stress_sustained(ctx):
             info.get("power_limit_w"), info.get("max_sm_mhz")))
     summary = "%d GPU(s) %d s under bf16 load: %.0f TFLOP/s sustained (worst GPU)" % (
         len(gpus), seconds, metrics["sustained_bf16_tflops"])
-    if "sm_mhz_median" in metrics:
-        summary += ", SM %d MHz, %.0f W, up to %d C" % (metrics["sm_mhz_median"], metrics["power_w_median"],
-                                                        metrics.get("temp_gpu_max_c", 0))
+    # each NVML reading only where the GPU gives it (some report clocks but no power or temperature)
+    for key, text in (("sm_mhz_median", "SM %d MHz"), ("power_w_median", "%.0f W"), ("temp_gpu_max_c", "up to %d C")):
+        if key in metrics:
+            summary += ", " + text % metrics[key]
     outcome = findings.outcome(summary, metrics=metrics)
     outcome.details = {"series": {"gpus": {str(g["index"]): burnin.downsample(g) for g in gpus}}}
     return outcome
@@ -362,6 +406,10 @@ def judge_memory_test(ctx, gpus):
             findings.add("warn", "%s: memory was taken by another process during the memory test (%s): the memory "
                          "it held was not tested, re-run when idle" % (label, "; ".join(detail)),
                          "memory_taken_during_test")
+        elif min(tested) < COVERAGE_MIN * g["total_gib"]:  # held from the start by something NVML does not show
+            findings.add("warn", "%s: the memory test covered %.1f of the GPU's %.1f GiB (%.1f GiB were free when it "
+                         "began, no other process seen): the rest was not tested" % (
+                             label, min(tested), g["total_gib"], g["free_gib_start"]), "memory_test_coverage_low")
     metrics["tested_gib"] = min(v for k, v in metrics.items() if k.startswith("tested_gib."))
     return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), ECC unchanged" % (
         len(gpus), metrics["tested_gib"]), metrics=metrics)

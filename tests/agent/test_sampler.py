@@ -1,0 +1,45 @@
+"""The burn-in's NVML sampler (agents/cudaprobe/sampler.py), on a stand-in for pynvml: what cannot exist here."""
+
+import threading
+import time
+
+from agents.cudaprobe.sampler import Sampler
+
+
+class _NVMLError(Exception):
+    pass
+
+
+def _sampler_waiting_on(wait, interval_s):
+    """A Sampler whose Xid event wait is `wait(events, ms)`, without NVML or torch behind it."""
+    sampler = Sampler.__new__(Sampler)
+    sampler.interval_s, sampler.started, sampler.events = interval_s, time.monotonic(), object()
+    sampler.samples, sampler.xids, sampler.notes = [], [], []
+    sampler._stop = threading.Event()
+    sampler.nv = type("FakeNVML", (), {"nvmlEventSetWait_v2": staticmethod(wait)})
+    return sampler
+
+
+def test_an_event_wait_that_fails_at_once_still_waits_out_the_interval():
+    def lost(events, ms):
+        raise _NVMLError("GPU is lost")  # NVML answers at once, no event, no timeout
+
+    sampler = _sampler_waiting_on(lost, interval_s=0.3)
+    began = time.monotonic()
+    sampler._wait()
+    assert time.monotonic() - began >= 0.25 and sampler.xids == []
+
+
+def test_a_timed_out_event_wait_is_not_waited_twice_and_an_xid_is_kept():
+    def timeout(events, ms):
+        time.sleep(ms / 1000.0)
+        raise _NVMLError("Timeout")
+
+    sampler = _sampler_waiting_on(timeout, interval_s=0.3)
+    began = time.monotonic()
+    sampler._wait()
+    assert 0.25 <= time.monotonic() - began < 0.5
+
+    sampler = _sampler_waiting_on(lambda events, ms: type("Event", (), {"eventData": 79})(), interval_s=0.3)
+    sampler._wait()
+    assert [x["xid"] for x in sampler.xids] == [79]
