@@ -50,6 +50,8 @@ DOCKER ?= docker
 WHEELHOUSE := var/wheelhouse
 
 wheelhouse:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "the wheelhouse is fetched for this host's Python, which must be the image's 3.11 (set PYTHON=...)"; exit 2; }
 	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
 	$(PYTHON) -m pip download --disable-pip-version-check -q --only-binary=:all: -d $(WHEELHOUSE) \
 	  -r requirements.txt 'async-timeout>=4.0.3'

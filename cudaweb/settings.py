@@ -189,7 +189,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A Redis that does not answer within seconds is down: pages and commands say so instead of hanging.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 10}
+# The visibility timeout outlasts the longest task (a 24 h burn-in run twice: about 50 h): under it, Redis would hand
+# a burn-in still running to a second worker every hour. A run whose worker died is the reaper's (its heartbeat),
+# not the broker's redelivery.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 10, "visibility_timeout": 3 * 86400}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
