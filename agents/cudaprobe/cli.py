@@ -20,6 +20,16 @@ def _csv(value):
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _json_object(value):
+    try:
+        found = json.loads(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("not JSON: %s" % exc)
+    if not isinstance(found, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    return found
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="cudaprobe", description="Layered validation of a GPU node.")
     parser.add_argument("--mode", choices=MODES, default="quick",
@@ -34,6 +44,10 @@ def build_parser():
     parser.add_argument("--peer-timeout", type=float, default=60.0, help="seconds to wait for the peer")
     parser.add_argument("--since", metavar="ISO_TIME", help="the node's previous validation: kernel-log Xid "
                         "errors older than this are history, not a failure")
+    parser.add_argument("--fabric-previous", metavar="JSON", type=_json_object, help="the node's previous "
+                        "validation's fabric counters, {check id: {metric: value}} (zeros left out): growth warns")
+    parser.add_argument("--ib-rate", metavar="GBPS", type=float, help="the InfiniBand rate this node's ports "
+                        "should run at (Gb/s); a slower port fails")
     parser.add_argument("--record", metavar="FILE", help="also write the GPU tasks' raw outcomes and the run's facts "
                         "to FILE (JSON), for replaying the judging on real figures")
     parser.add_argument("--exit-with-stdin", action="store_true", help="stop (workers included) when standard "
@@ -67,7 +81,8 @@ def main(argv=None):
         for spec in sorted(specs, key=lambda s: (LAYERS.index(s.layer), s.order)):
             print("%-9s %-26s %-22s %s" % (spec.layer, spec.id, ",".join(spec.modes), spec.title))
         return 0
-    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since}
+    options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since,
+               "fabric_previous": args.fabric_previous, "ib_rate_gbps": args.ib_rate}
     skip = list(args.skip)
     if args.peer_role:
         if not args.master or ":" not in args.master or args.world != 2:
