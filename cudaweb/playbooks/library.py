@@ -12,7 +12,7 @@ LIBRARY_DIR = Path(__file__).resolve().parent / "library"
 CATEGORIES = (
     "driver_unreachable", "driver_runtime_mismatch", "torch_cpu_build", "device_access", "compute_mode_busy", "oom",
     "device_mismatch", "nccl_timeout", "nccl_network", "rendezvous", "amp_numerics", "gpu_hardware", "illegal_access",
-    "performance",
+    "performance", "fabric",
 )
 REQUIRED = ("id", "title", "category", "severity", "summary", "symptoms", "causes", "diagnostics", "fixes", "match")
 
