@@ -41,7 +41,8 @@ def _link(nv, handle, link):
             return None
         raise
     entry = {"link": link, "active": bool(active), "counters": {}}
-    for key, name in (("version", "nvmlDeviceGetNvLinkVersion"), ("remote_type", "nvmlDeviceGetNvLinkRemoteDeviceType")):
+    for key, name in (("version", "nvmlDeviceGetNvLinkVersion"),
+                      ("remote_type", "nvmlDeviceGetNvLinkRemoteDeviceType")):
         func = getattr(nv, name, None)  # older bindings lack some queries
         try:
             value = func(handle, link)

@@ -171,7 +171,8 @@ def test_a_gpu_not_ready_in_the_fabric_is_named(tmp_path, state, status, expecte
                   "        Status                                         : Success",
                   "        State                                          : %s\n"
                   "        Status                                         : %s" % (state, status))
-    outcome = fabric.fabric_nvswitch(context(scenario, CUDAPROBE_PROC_DIR=str(tmp_path)))  # an empty /proc: no FM process
+    # an empty /proc: no Fabric Manager process
+    outcome = fabric.fabric_nvswitch(context(scenario, CUDAPROBE_PROC_DIR=str(tmp_path)))
     assert outcome.status == expected and outcome.signatures == [signature], outcome.summary
     if signature == "fabric_manager_not_running":
         assert "not running" in outcome.summary

@@ -12,7 +12,8 @@ def _signatures_in_source():
     found = set()
     for node in ast.walk(ast.parse(FABRIC.read_text())):
         if isinstance(node, ast.keyword) and node.arg == "signatures":
-            found.update(n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+            found.update(n.value for n in ast.walk(node.value)
+                         if isinstance(n, ast.Constant) and isinstance(n.value, str))
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "append" and node.args and \
                 isinstance(node.args[0], ast.Constant) and str(node.args[0].value).islower() and \
                 "_" in str(node.args[0].value) and " " not in str(node.args[0].value):

@@ -98,7 +98,8 @@ def fabric_nvlink(ctx):
         for name, value in totals.items():
             current["nvlink_%s.gpu%d" % (name, gpu["index"])] = value
         on = [link["link"] for link in gpu["links"] if link["active"]]
-        noisy = ["link %d %s" % (link["link"], ",".join("%s=%d" % kv for kv in sorted(link["counters"].items()) if kv[1]))
+        noisy = ["link %d %s" % (link["link"], ",".join("%s=%d" % kv for kv in sorted(link["counters"].items())
+                                                        if kv[1]))
                  for link in gpu["links"] if any((link.get("counters") or {}).values())]
         lines.append("GPU %d: %d of %d links active; counters %s%s" % (
             gpu["index"], len(on), len(gpu["links"]), ", ".join("%s=%d" % kv for kv in sorted(totals.items()))
