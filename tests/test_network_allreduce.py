@@ -110,7 +110,37 @@ def test_slow_units_compare_latency_per_ring_step_and_ignore_sub_millisecond_noi
 
     four, pair = unit(list("abcd"), 0.9, 6 * 200.0), unit(list("ef"), 0.9, 2 * 210.0)
     assert collective.slow_units([four, pair]) == []  # 6 steps vs 2: alike per step
-    noisy = unit(list("gh"), 0.9, 900.0)  # 4.5x per step but under 1 ms
+    noisy = unit(list("gh"), 0.9, 2 * 1900.0)  # 9x per step, but a step under 2 ms
     assert collective.slow_units([pair, noisy]) == []
     late = unit(list("ij"), 0.9, 2 * 20000.0)
     assert collective.slow_units([pair, late]) == [late]
+
+
+def test_a_busbw_ten_times_lower_outvotes_a_noisy_latency_elsewhere():
+    def unit(members, busbw, latency):
+        return CollectiveResult(members=members, status="pass", busbw_gbs=busbw, latency_us=latency)
+
+    noisy, slowed = unit(list("abcd"), 0.1, 14859.0), unit(list("efgh"), 0.01, 2953.0)  # measured on this host
+    assert collective.slow_units([noisy, slowed]) == [slowed]
+    lossy = unit(list("efgh"), 0.07, 192805.0)
+    assert collective.slow_units([unit(list("abcd"), 0.25, 6440.0), lossy]) == [lossy]
+
+
+def test_a_round_that_looks_alike_below_a_slow_group_runs_again_and_finds_the_intermittent_node(monkeypatch):
+    ran = fabric(monkeypatch, rates={"sim05": 0.01})
+    modelled = collective.collective_run
+
+    def intermittent(*, test, round_number, nodes, slot, role):
+        result = modelled(test=test, round_number=round_number, nodes=nodes, slot=slot, role=role)
+        if round_number == 2:  # the loss missed this round
+            CollectiveResult.objects.filter(id=result.id).update(busbw_gbs=HEALTHY_GBS)
+            result.busbw_gbs = HEALTHY_GBS
+        return result
+
+    monkeypatch.setattr(collective, "collective_run", intermittent)
+    test = cluster(8)
+    summary = collective.network_test_allreduce(test=test)
+    test.refresh_from_db()
+    assert test.suspects == ["sim05"], summary
+    assert [r.role for r in test.collectives.filter(round=3)] == ["half (again)", "half (again)"]
+    assert max(number for number, _ in ran) == 4

@@ -1,14 +1,18 @@
 """The allreduce plan: one all-reduce over all N selected nodes at once (the agent's `--world N --rank k`; gloo
 everywhere, NCCL too where the nodes have GPUs), judged against what the slowest link should allow; when it is slow
 or fails, bisection names the slow node or link in O(log N) rounds: halves (both at once), the slower half halved
-again, and the last two nodes each paired with a node already known to be good.
+again, and the last two nodes each paired with a node already known to be good. A round whose units are alike
+although the group above them was slow runs once more (a lossy link is intermittent).
 
-A unit is slow when it fails, when its busbw is under half the best one seen, or when its latency per ring step is
-over twice the best one's (latencies under a millisecond are not compared: noise). Round 0 is slow under half of
-what the slowest link allows, or over STEP_LIMIT_US per ring step.
+A unit is slow when it fails, when its busbw is under half the best one of its round, or when its latency per ring
+step is over four times the best one's: units of a round run at once, under the same load. When they are alike,
+the median of the good units of earlier rounds tells whether all are slow. Steps under 2 ms are not compared
+(gloo's own cost on a loaded host varies that much; a lost packet costs a retransmission, tens to hundreds of ms).
+Round 0 is slow under half of what the slowest link allows, or over STEP_LIMIT_US per ring step.
 """
 
 import logging
+import statistics
 import threading
 import time
 
@@ -27,8 +31,8 @@ log = logging.getLogger(__name__)
 AGENT_BUDGET_S = 180
 EVIDENCE_CAP = 4000
 SLOW_SHARE = 0.5
-LATENCY_FACTOR = 2.0
-LATENCY_FLOOR_US = 1000.0
+LATENCY_FACTOR = 4.0
+LATENCY_FLOOR_US = 2000.0  # per ring step
 # Round 0 has nothing to compare with but the links: a ring step over 5 ms is slow for any cluster network (a
 # data-centre round trip is tens of microseconds; gloo's own per-step cost, even on a loaded host, about 1 ms).
 STEP_LIMIT_US = 5000.0
@@ -124,21 +128,48 @@ def _per_step_us(result):
     return result.latency_us / (2 * (len(result.members) - 1))
 
 
-def slow_units(results, references=()):
-    """The results that are slow against the best of `results` and `references` (good results seen before)."""
-    seen = [r for r in list(results) + list(references) if r.status != CollectiveResult.Status.FAIL]
-    best_busbw = max((r.busbw_gbs for r in seen if r.busbw_gbs), default=None)
-    best_step = min((_per_step_us(r) for r in seen if r.latency_us), default=None)
-    slow = []
-    for result in results:
-        if result.status == CollectiveResult.Status.FAIL:
-            slow.append(result)
-        elif best_busbw and result.busbw_gbs is not None and result.busbw_gbs < SLOW_SHARE * best_busbw:
-            slow.append(result)
-        elif best_step and result.latency_us and result.latency_us > LATENCY_FLOOR_US and \
-                _per_step_us(result) > LATENCY_FACTOR * best_step:
-            slow.append(result)
-    return slow
+def _slower(result, busbw, step_us):
+    """Failed, or slow against a busbw and a per-step latency (either may be None)."""
+    if result.status == CollectiveResult.Status.FAIL:
+        return True
+    if busbw and result.busbw_gbs is not None and result.busbw_gbs < SLOW_SHARE * busbw:
+        return True
+    return bool(step_us and result.latency_us and _per_step_us(result) > LATENCY_FLOOR_US
+                and _per_step_us(result) > LATENCY_FACTOR * step_us)
+
+
+def _slowness(result, busbw, step_us):
+    """How far past its threshold a unit is: busbw under half the best is 1.0 at half, latency 1.0 at four times."""
+    score = 0.0
+    if busbw and result.busbw_gbs:
+        score = (busbw / result.busbw_gbs) / (1 / SLOW_SHARE)
+    if step_us and result.latency_us and _per_step_us(result) > LATENCY_FLOOR_US:
+        score = max(score, _per_step_us(result) / step_us / LATENCY_FACTOR)
+    return score
+
+
+def slow_units(results):
+    """The units of one round that are slow: those that failed, else the one furthest past its threshold against
+    the round's best (units that ran at once, under the same load, compare best with each other; one slow node is
+    in one unit, and a noisy latency elsewhere must not outvote a busbw ten times lower)."""
+    failed = [r for r in results if r.status == CollectiveResult.Status.FAIL]
+    if failed:
+        return failed
+    best_busbw = max((r.busbw_gbs for r in results if r.busbw_gbs), default=None)
+    best_step = min((_per_step_us(r) for r in results if r.latency_us), default=None)
+    scored = sorted(((_slowness(r, best_busbw, best_step), i) for i, r in enumerate(results)), reverse=True)
+    return [results[scored[0][1]]] if scored and scored[0][0] >= 1.0 else []
+
+
+def all_slow_against(results, references):
+    """Whether every result is slow against the median of the good results of earlier rounds (when a round's units
+    are alike: all fine, or all slow)."""
+    busbw = [r.busbw_gbs for r in references if r.busbw_gbs]
+    steps = [_per_step_us(r) for r in references if r.latency_us]
+    if not busbw and not steps:
+        return False
+    return all(_slower(r, statistics.median(busbw) if busbw else None, statistics.median(steps) if steps else None)
+               for r in results)
 
 
 def _mark_slow(result):
@@ -172,6 +203,23 @@ def _round(test, number, units):
     return done
 
 
+def _judged_round(test, number, units, references):
+    """Run a round and find its slow units; a round whose units are alike although the group above them was slow
+    runs once more (a lossy link slows an all-reduce only when a loss hits it: intermittent). Returns (results,
+    slow, the next round's number)."""
+    for attempt in range(2):
+        results = _round(test, number, [(nodes, role + (" (again)" if attempt else "")) for nodes, role in units])
+        number += 1
+        slow = slow_units(results)
+        if not slow and all_slow_against(results, references):
+            slow = list(results)
+        if slow:
+            break
+    for result in slow:
+        _mark_slow(result)
+    return results, slow, number
+
+
 def _figures(result):
     share = result.share_of_expected
     return "%s busbw %s GB/s%s, 4 KiB in %s" % (
@@ -201,11 +249,7 @@ def allreduce_execute(*, test, nodes):
                 units.append((part, "half"))
             elif good:
                 units.append((part + [good[0]], "with a good node"))
-        results = _round(test, number, units)
-        number += 1
-        slow = slow_units(results, good_results)
-        for result in slow:
-            _mark_slow(result)
+        results, slow, number = _judged_round(test, number, units, good_results)
         fine = [r for r in results if r not in slow]
         good_results += fine
         good += [by_name[name] for r in fine for name in r.members if by_name[name] not in good]
@@ -236,12 +280,9 @@ def allreduce_execute(*, test, nodes):
                 n.name for n in group)
             suspects = [n.name for n in group]
         else:
-            results = _round(test, number, [([group[0], partners[0]], "with a good node"),
-                                            ([group[1], partners[1]], "with a good node")])
-            number += 1
-            slow = slow_units(results, good_results)
-            for result in slow:
-                _mark_slow(result)
+            results, slow, number = _judged_round(test, number, [([group[0], partners[0]], "with a good node"),
+                                                                 ([group[1], partners[1]], "with a good node")],
+                                                  good_results)
             suspects = [group[i].name for i, result in enumerate(results) if result in slow]
             if not suspects:
                 suspects = ["%s-%s" % (group[0].name, group[1].name)]  # each end is fine with others: their link
