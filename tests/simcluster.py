@@ -105,6 +105,22 @@ def link_down(host):
     _run("ip", "netns", "exec", host["namespace"], "ip", "link", "set", "eth0", "down")
 
 
+def slow_link(host, rate="100mbit"):
+    """Shape what the host sends to `rate` (tc tbf on its eth0, inside its namespace, so the machine is left as found
+    and the namespace's removal takes it away). tbf, not netem: netem is a kernel module not every kernel has (this
+    machine's has none), tbf is built in."""
+    _run("ip", "netns", "exec", host["namespace"], "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate,
+         "burst", "32kb", "latency", "400ms")
+
+
+def lossy_link(host, probability=0.05):
+    """Drop that share of the packets the host sends and of those it receives, at random (iptables statistic,
+    inside its namespace)."""
+    for chain, direction in (("OUTPUT", "-o"), ("INPUT", "-i")):
+        _run("ip", "netns", "exec", host["namespace"], "iptables", "-A", chain, direction, "eth0", "-m", "statistic",
+             "--mode", "random", "--probability", str(probability), "-j", "DROP")
+
+
 def main():
     parser = argparse.ArgumentParser(prog="python -m tests.simcluster")
     parser.add_argument("action", choices=("up", "down"))

@@ -20,6 +20,16 @@ def _csv(value):
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _json_object(value):
+    try:
+        found = json.loads(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("not JSON: %s" % exc)
+    if not isinstance(found, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    return found
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="cudaprobe", description="Layered validation of a GPU node.")
     parser.add_argument("--mode", choices=MODES, default="quick",
@@ -33,10 +43,16 @@ def build_parser():
     parser.add_argument("--master-port", type=int, help="port for local rendezvous (default: a free one)")
     parser.add_argument("--peer-role", choices=("rank0", "rank1"), help="run the cross-node pair test as this rank")
     parser.add_argument("--master", help="ADDR:PORT of rank 0 for the cross-node pair")
-    parser.add_argument("--world", type=int, default=2, help="ranks in the cross-node pair (2)")
+    parser.add_argument("--world", type=int, default=2, help="ranks in the cross-node collective (2: a pair)")
+    parser.add_argument("--rank", type=int, help="this node's rank in a cross-node collective of --world ranks "
+                        "(rank 0 listens at --master); --peer-role rank0 / rank1 is --rank 0 / 1 of 2")
     parser.add_argument("--peer-timeout", type=float, default=60.0, help="seconds to wait for the peer")
     parser.add_argument("--since", metavar="ISO_TIME", help="the node's previous validation: kernel-log Xid "
                         "errors older than this are history, not a failure")
+    parser.add_argument("--fabric-previous", metavar="JSON", type=_json_object, help="the node's previous "
+                        "validation's fabric counters, {check id: {metric: value}} (zeros left out): growth warns")
+    parser.add_argument("--ib-rate", metavar="GBPS", type=float, help="the InfiniBand rate this node's ports "
+                        "should run at (Gb/s); a slower port fails")
     parser.add_argument("--record", metavar="FILE", help="also write the GPU tasks' raw outcomes and the run's facts "
                         "to FILE (JSON), for replaying the judging on real figures")
     parser.add_argument("--exit-with-stdin", action="store_true", help="stop (workers included) when standard "
@@ -99,13 +115,22 @@ def main(argv=None):
     if args.burnin_seconds < 10:
         parser.error("--burnin-seconds must be 10 or more")
     options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since,
-               "burnin_seconds": args.burnin_seconds}
+               "burnin_seconds": args.burnin_seconds, "fabric_previous": args.fabric_previous,
+               "ib_rate_gbps": args.ib_rate}
     skip = list(args.skip)
+    if args.peer_role and args.rank is not None:
+        parser.error("give --peer-role or --rank, not both")
     if args.peer_role:
         if not args.master or ":" not in args.master or args.world != 2:
             parser.error("--peer-role needs --master ADDR:PORT and --world 2")
         address, _, port = args.master.rpartition(":")
         options.update(peer_role=args.peer_role, master=(address, int(port)))
+    elif args.rank is not None:
+        if not args.master or ":" not in args.master or args.world < 2 or not 0 <= args.rank < args.world:
+            parser.error("--rank K needs --master ADDR:PORT and --world N with 0 <= K < N, N >= 2")
+        address, _, port = args.master.rpartition(":")
+        options.update(peer_role="rank%d" % args.rank, peer_rank=args.rank, peer_world=args.world,
+                       master=(address, int(port)))
     else:
         skip.append("comm.peer")
     chosen = select(specs, args.mode, args.only, skip)

@@ -41,6 +41,9 @@ ACTIONS = {
     "threshold.created": "drift threshold set",
     "threshold.changed": "drift threshold changed",
     "threshold.deleted": "drift threshold removed",
+    "fabric_expectation.created": "fabric expectation set (admin)",
+    "fabric_expectation.changed": "fabric expectation changed (admin)",
+    "fabric_expectation.deleted": "fabric expectation removed (admin)",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",

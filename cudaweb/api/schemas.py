@@ -8,7 +8,7 @@ from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict, model_validator
 
 from cudaweb.accounts.audit import ACTIONS
-from cudaweb.network.models import NetworkTest, PairResult
+from cudaweb.network.models import CollectiveResult, NetworkTest, PairResult
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 
@@ -220,6 +220,9 @@ class NetworkTestIn(Schema):
     # Absent means none; the document states no default, since "" would break the field's own minLength.
     label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"],
                         json_schema_extra=lambda schema: schema.pop("default", None))
+    plan: Optional[Literal["matrix", "ring", "allreduce"]] = Field(
+        None, description="matrix / ring: pair tests (default: matrix up to 8 nodes, else ring); allreduce: one "
+        "all-reduce over all the nodes, bisected to the slow node or link when slow")
 
     @model_validator(mode="after")
     def _nodes_or_label(self):
@@ -249,6 +252,20 @@ class PairOut(Schema):
     duration_s: Optional[float]
 
 
+class CollectiveOut(Schema):
+    round: int
+    members: List[str] = Field(description="node names, rank 0 first")
+    role: str
+    status: Literal[tuple(CollectiveResult.Status.values)]
+    failure: str
+    reason: str
+    backend: str
+    busbw_gbs: Optional[float]
+    latency_us: Optional[float]
+    expected_gbs: Optional[float] = Field(description="what the slowest link allows")
+    duration_s: Optional[float]
+
+
 class NetworkTestOut(Schema):
     id: UUID
     status: Literal[tuple(NetworkTest.Status.values)]
@@ -256,6 +273,8 @@ class NetworkTestOut(Schema):
     created: datetime
     finished: Optional[datetime]
     summary: str
-    suspects: List[str] = Field(description="nodes that fail with every partner")
+    suspects: List[str] = Field(description="nodes that fail with every partner; allreduce: the slow node(s), or "
+                                "the link 'a-b'")
     nodes: List[str]
     pairs: List[PairOut]
+    collectives: List[CollectiveOut] = Field(default_factory=list, description="allreduce: every round's all-reduces")

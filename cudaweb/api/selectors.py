@@ -3,6 +3,7 @@
 from django.conf import settings
 
 from cudaweb.accounts.selectors import audit_event_export, audit_events
+from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
@@ -95,13 +96,4 @@ def audit_page(*, limit, offset, **filters):
 
 
 def network_test_detail(test):
-    pairs = test.pairs.select_related("node_a", "node_b").only(
-        "round", "status", "failure", "reason", "gloo_latency_us", "gloo_busbw_gbs", "nccl_busbw_gbs", "transport",
-        "duration_s", "test_id", "node_a__name", "node_b__name")
-    return {"id": test.id, "status": test.status, "plan": test.plan, "created": test.created,
-            "finished": test.finished, "summary": test.summary, "suspects": test.suspects or [],
-            "nodes": list(test.nodes.order_by("name").values_list("name", flat=True)),
-            "pairs": [{"round": p.round, "node_a": p.node_a.name, "node_b": p.node_b.name, "status": p.status,
-                       "failure": p.failure, "reason": p.reason, "gloo_latency_us": p.gloo_latency_us,
-                       "gloo_busbw_gbs": p.gloo_busbw_gbs, "nccl_busbw_gbs": p.nccl_busbw_gbs,
-                       "transport": p.transport, "duration_s": p.duration_s} for p in pairs]}
+    return network_test_export(test)

@@ -184,7 +184,7 @@ def network_tests(request, body: NetworkTestIn):
     if len(usable) < 2:
         raise HttpError(409, "a network test needs two nodes or more that can be reached (host key accepted)")
     try:
-        test = network_test_request(nodes=usable, requested_by=request.auth)
+        test = network_test_request(nodes=usable, requested_by=request.auth, plan=body.plan)
     except BrokerUnavailable as exc:
         return _broker_down(exc)
     return Status(202, {"network_test": test.id, "status": test.status, "plan": test.plan,

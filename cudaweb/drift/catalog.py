@@ -31,6 +31,9 @@ METRICS = {m.name: m for m in (
     Metric("gloo_4mib_ms", "gloo all-reduce 4 MiB", "ms", LOWER, 50),
     Metric("context_s", "CUDA context creation", "s", LOWER, 100),
     Metric("max_temperature_c", "hottest GPU", "C", LOWER, 25),
+    Metric("nvlink_errors_total", "NVLink error counters", "", LOWER, 0),
+    Metric("ib_errors_total", "InfiniBand port error counters", "", LOWER, 0),
+    Metric("pcie_aer_errors_total", "PCIe AER error counters", "", LOWER, 0),
 )}
 SOFTWARE_KEYS = ("driver_version", "cuda_driver_version", "torch", "torch_cuda", "cudnn", "nccl", "gpu_count",
                  "gpu_model", "vbios", "kernel")

@@ -204,6 +204,8 @@ class VoteForm(forms.Form):
 class NetworkTestForm(forms.Form):
     nodes = forms.ModelMultipleChoiceField(queryset=Node.objects.order_by("name"), required=False)
     label = forms.CharField(required=False, max_length=100)
+    plan = forms.ChoiceField(required=False, choices=[("", "pairs (every pair up to 8 nodes, else a ring)")] + [
+        ("allreduce", "one all-reduce over all of them, bisected when slow")])
 
     def clean(self):
         data = super().clean()

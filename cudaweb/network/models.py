@@ -21,10 +21,11 @@ class NetworkTest(models.Model):
     class Plan(models.TextChoices):
         MATRIX = "matrix", "every pair"
         RING = "ring", "ring (each node with its two neighbours)"
+        ALLREDUCE = "allreduce", "one all-reduce over all the nodes, bisected when slow"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    plan = models.CharField(max_length=8, choices=Plan.choices)
+    plan = models.CharField(max_length=16, choices=Plan.choices)
     nodes = models.ManyToManyField(Node, related_name="network_tests")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
@@ -67,3 +68,35 @@ class PairResult(models.Model):
             # the matrix page's history of one pair, newest first
             models.Index(fields=["node_a", "node_b", "-id"], name="pair_history_idx"),
         ]
+
+
+class CollectiveResult(models.Model):
+    """One all-reduce of the allreduce plan: all the test's nodes in round 0, then halves, then pairs (bisection)."""
+
+    class Status(models.TextChoices):
+        PASS = "pass"
+        SLOW = "slow"
+        FAIL = "fail"
+
+    test = models.ForeignKey(NetworkTest, on_delete=models.CASCADE, related_name="collectives")
+    round = models.PositiveSmallIntegerField()
+    members = models.JSONField(default=list, help_text="node names, rank 0 first")
+    role = models.CharField(max_length=32, blank=True, help_text="all, half, pair with a good node, ...")
+    status = models.CharField(max_length=4, choices=Status.choices)
+    failure = models.CharField(max_length=80, blank=True)
+    reason = models.TextField(blank=True)
+    backend = models.CharField(max_length=8, blank=True, help_text="nccl where the nodes have GPUs, else gloo")
+    busbw_gbs = models.FloatField(null=True, blank=True, help_text="the slowest rank's, 4 MiB gloo / 256 MiB NCCL")
+    latency_us = models.FloatField(null=True, blank=True, help_text="the slowest rank's 4 KiB all-reduce")
+    expected_gbs = models.FloatField(null=True, blank=True, help_text="what the slowest link should allow")
+    duration_s = models.FloatField(null=True, blank=True)
+    evidence = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["round", "id"]
+
+    @property
+    def share_of_expected(self):
+        if self.busbw_gbs is None or not self.expected_gbs:
+            return None
+        return self.busbw_gbs / self.expected_gbs

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from cudaweb.accounts import audit
-from cudaweb.network import plans
+from cudaweb.network import collective, plans
 from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
@@ -148,6 +148,8 @@ def network_test_execute(*, test_id):
             status=NetworkTest.Status.RUNNING):
         return None
     test = NetworkTest.objects.get(id=test_id)
+    if test.plan == NetworkTest.Plan.ALLREDUCE:
+        return collective.network_test_allreduce(test=test)
     nodes = list(test.nodes.order_by("name"))
     rounds = plans.matrix(len(nodes)) if test.plan == NetworkTest.Plan.MATRIX else plans.ring(len(nodes))
     stored = []

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from cudaweb.accounts.audit import AuditedAdmin
-from cudaweb.nodes.models import HostKey, Node, SSHCredential
+from cudaweb.nodes.models import FabricExpectation, HostKey, Node, SSHCredential
 
 
 @admin.register(Node)
@@ -22,3 +22,9 @@ class SSHCredentialAdmin(AuditedAdmin, admin.ModelAdmin):
 class HostKeyAdmin(AuditedAdmin, admin.ModelAdmin):
     audit_name = "host_key"
     list_display = ("node", "key_type", "fingerprint_sha256", "accepted_by", "accepted_at")
+
+
+@admin.register(FabricExpectation)
+class FabricExpectationAdmin(AuditedAdmin, admin.ModelAdmin):
+    audit_name = "fabric_expectation"
+    list_display = ("node", "label", "ib_rate_gbps")

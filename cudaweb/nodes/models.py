@@ -148,3 +148,34 @@ class HostKey(models.Model):
     @property
     def accepted(self):
         return self.accepted_at is not None
+
+
+class FabricExpectation(models.Model):
+    """What a node's fabric should reach, for one node or for every node with a label; passed to its agent
+    (--ib-rate), so a port slower than this fails fabric.infiniband."""
+
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="fabric_expectations")
+    label = models.CharField(max_length=100, blank=True, help_text="every node with this label (or name one node)")
+    ib_rate_gbps = models.PositiveIntegerField(help_text="the InfiniBand rate each port should run at, Gb/s (400 NDR)")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=(models.Q(node__isnull=False, label="") |
+                                              (models.Q(node__isnull=True) & ~models.Q(label=""))),
+                                   name="fabric_expectation_node_or_label"),
+            models.UniqueConstraint(fields=["node"], condition=models.Q(node__isnull=False),
+                                    name="fabric_expectation_one_per_node"),
+            models.UniqueConstraint(fields=["label"], condition=~models.Q(label=""),
+                                    name="fabric_expectation_one_per_label"),
+        ]
+
+    def __str__(self):
+        return "%s: IB %d Gb/s" % (self.node or "label %s" % self.label, self.ib_rate_gbps)
+
+    @classmethod
+    def ib_rate_for(cls, node):
+        """The node's own setting, else the highest of its labels' settings (the strictest), else None."""
+        rows = list(cls.objects.filter(models.Q(node=node) | models.Q(label__in=list(node.labels or []))))
+        own = [row.ib_rate_gbps for row in rows if row.node_id == node.id]
+        labels = [row.ib_rate_gbps for row in rows if row.node_id is None]
+        return own[0] if own else (max(labels) if labels else None)

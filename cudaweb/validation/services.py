@@ -17,6 +17,7 @@ from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
 from cudaweb.validation import burnin, dbretry, hostoutput, queue, report_spool, retries
+from cudaweb.validation.fabric import fabric_agent_args
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
 from cudaweb.validation.signals import run_finished
@@ -256,6 +257,7 @@ def _run_prepare(*, run_id):
                                              finished__lt=run.created).order_by("-finished").only("finished").first())
     if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
         agent_args += ["--since", previous.finished.isoformat()]
+    agent_args += fabric_agent_args(node=run.node, previous=previous)  # counters grown since it, the IB rate expected
     return run, agent_args
 
 

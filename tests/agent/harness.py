@@ -43,6 +43,14 @@ class Scenario:
         self.write("q.txt", (REFERENCE / "nvsmi_q.txt").read_text())
         self.write("dmesg.txt", sections["dmesg"])
         self.write("topo.txt", (TESTS / "fixtures" / "topo" / "h200x2_nv18_this_host.txt").read_text())
+        # 18 NVLinks per GPU, all active: what NVML read on this host (probe.txt "p2p nvlink"); written in
+        # nvidia-smi nvlink's documented format (tests/fixtures/fabric/hgx-documented/README.md), counters 0
+        gpus = re.findall(r"^GPU (\d+): (.+)$", sections["nvidia-smi-L"], re.M)
+        self.write("nvlink_s.txt", "".join("GPU %s: %s\n" % g + "".join("\t Link %d: 26.562 GB/s\n" % i
+                                                                        for i in range(18)) for g in gpus))
+        self.write("nvlink_e.txt", "".join("GPU %s: %s\n" % g + "".join(
+            "\t Link %d: %s Errors: 0\n" % (i, c) for i in range(18) for c in ("Replay", "Recovery", "CRC"))
+            for g in gpus))
         self.write("modules", "".join("%s 1 0 - Live 0x0\n" % name for name in sections["lsmod"].split()))
         for line in sections["dev"].splitlines():
             match = re.search(r"/dev/(nvidia[\w-]*)$", line)

@@ -24,10 +24,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True),
                                  reason="network namespaces and iptables need root (make test installs iptables)")]
 
 
-@pytest.fixture
-def cluster(tmp_path):
+def _cluster(tmp_path, count):
     tag = uuid.uuid4().hex[:5]
-    hosts, user_key = simcluster.up(5, tag)
+    hosts, user_key = simcluster.up(count, tag)
     credential = SSHCredential(name="sim-%s" % tag)
     credential.set_private_key(user_key.read_text())
     credential.save()
@@ -44,6 +43,19 @@ def cluster(tmp_path):
         HostKey.objects.create(node=node, key_type=host["host_key"][0], key_base64=host["host_key"][1],
                                fingerprint_sha256="sim", accepted_at=timezone.now())
         nodes.append((node, host, scenario))
+    return tag, nodes
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    tag, nodes = _cluster(tmp_path, 5)
+    yield nodes
+    simcluster.down(tag)
+
+
+@pytest.fixture
+def cluster8(tmp_path):
+    tag, nodes = _cluster(tmp_path, 8)
     yield nodes
     simcluster.down(tag)
 
@@ -88,3 +100,29 @@ def test_without_an_interface_gloo_picks_loopback_and_that_is_named(celery_worke
     test = wait_done(network_test_request(nodes=[n0, n1]))
     (pair,) = test.pairs.all()
     assert pair.failure == "wrong interface (loopback chosen)", pair.reason
+
+
+@pytest.mark.parametrize("fault", ["slowed", "dropping"])
+def test_the_allreduce_plan_names_the_one_slow_host_of_eight(celery_worker, cluster8, fault):
+    """One all-reduce over 8 hosts, one host's link slowed to 100 Mbit/s (tc tbf) or dropping 20 % of what it sends
+    and receives (iptables): the bisection names that host, in log2(8) + 1 rounds (+ 1 when a lossy round looked
+    alike and ran again)."""
+    slow_node, slow_host, _ = cluster8[5]
+    if fault == "slowed":
+        simcluster.slow_link(slow_host, "100mbit")
+    else:
+        simcluster.lossy_link(slow_host, 0.2)
+    test = wait_done(network_test_request(nodes=[node for node, _, _ in cluster8], plan=NetworkTest.Plan.ALLREDUCE),
+                     timeout=900)
+    assert test.status == NetworkTest.Status.DONE, test.summary
+    units = list(test.collectives.order_by("round", "id"))
+    print("\n%s: %s" % (fault, test.summary))
+    for unit in units:
+        print("  round %d %-18s %-40s %-4s busbw %s GB/s (expected %s), 4 KiB %s us, %.1f s %s" % (
+            unit.round, unit.role, ",".join(unit.members), unit.status, unit.busbw_gbs, unit.expected_gbs,
+            unit.latency_us, unit.duration_s or 0, unit.failure))
+    assert test.suspects == [slow_node.name], test.summary
+    assert units[0].members == ["sim%d" % i for i in range(8)] and units[0].status in ("slow", "fail")
+    # the veths say 10000 Mb/s (a unit that failed has no figures)
+    assert {u.expected_gbs for u in units if u.status != "fail"} == {1.25}
+    assert max(u.round for u in units) + 1 <= 5

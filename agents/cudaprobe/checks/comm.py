@@ -8,7 +8,7 @@ import os
 import re
 import time
 
-from agents.cudaprobe import activity, children
+from agents.cudaprobe import activity, children, sysfs
 from agents.cudaprobe.checks.torch import cuda_device_count, torch_info, torch_too_old
 from agents.cudaprobe import expectations
 from agents.cudaprobe.checks.advice import nccl_settings
@@ -226,13 +226,14 @@ def p2p_off_causes(ctx):
 def comm_peer(ctx):
     role = ctx.options.get("peer_role")
     addr, port = ctx.options["master"]
-    rank = 0 if role == "rank0" else 1
+    rank = ctx.options.get("peer_rank", 0 if role == "rank0" else 1)
+    world = ctx.options.get("peer_world", 2)  # --world N --rank k: one collective over N nodes
     timeout = float(ctx.options.get("peer_timeout", 60))
     backends = ["gloo"] + (["nccl"] if torch_info(ctx).result.get("is_available") else [])
     metrics, lines = {}, []
     for offset, backend in enumerate(backends):
         outcomes = children.run_ranks(
-            ctx, gpu_allreduce, 2, {"backend": backend, "timeout_s": timeout,
+            ctx, gpu_allreduce, world, {"backend": backend, "timeout_s": timeout,
                                   "sizes_mib": [LATENCY_MIB, 4, 256] if backend == "nccl" else [LATENCY_MIB, 4]},
             timeout=timeout + 15, master=(addr, int(port) + offset), ranks=[rank], env={"LOCAL_RANK": "0"})
         if any(o.timed_out for o in outcomes) or any(
@@ -244,6 +245,9 @@ def comm_peer(ctx):
         if not all_ok(outcomes):
             return task_failure(outcomes, "%s all-reduce with the peer" % backend,
                                 "nccl_network" if backend == "nccl" else "gloo_failed", "peer_timeout")
+        if not all(o.result.get("correct", True) for o in outcomes):
+            return failed("%s all-reduce over %d nodes returned a wrong sum" % (backend, world),
+                          evidence="\n".join(lines), metrics=metrics, signatures=["allreduce_wrong_result"])
         for size in outcomes[0].result["sizes"]:
             if size["MiB"] == LATENCY_MIB:  # 4 KiB: the round trip, not the bandwidth
                 metrics["peer_%s_latency_us" % backend] = round(size["time_us"], 1)
@@ -254,5 +258,11 @@ def comm_peer(ctx):
                                                                  size["busbw_gbs"]))
         if backend == "nccl":
             lines.append("transports: %s" % ", ".join(transports_in(outcomes[0].log)))
-    return passed("all-reduce with the peer at %s correct over %s" % (addr, ", ".join(backends)),
-                  evidence="\n".join(lines), metrics=metrics)
+    metrics["peer_world"] = world
+    interface = ctx.environ.get("GLOO_SOCKET_IFNAME")
+    speed = sysfs.netdev(sysfs.root(ctx.environ), interface)["speed_mbps"] if interface else None
+    if speed:  # what the link allows: the dashboard judges the collective's busbw against the slowest
+        metrics["peer_link_speed_mbps"] = speed
+    return passed("all-reduce with the peer%s at %s correct over %s" % (
+        "s (rank %d of %d)" % (rank, world) if world > 2 else "", addr, ", ".join(backends)),
+        evidence="\n".join(lines), metrics=metrics)

@@ -34,7 +34,7 @@ def network_start(request):
         messages.error(request, "A network test needs two nodes or more that can be reached (host key accepted).")
         return redirect("network:list")
     try:
-        test = network_test_request(nodes=usable, requested_by=request.user)
+        test = network_test_request(nodes=usable, requested_by=request.user, plan=form.cleaned_data["plan"] or None)
     except BrokerUnavailable as exc:
         messages.error(request, "%s. Nothing was queued; try again once Redis is back." % exc)
         return redirect("network:list")
@@ -54,5 +54,7 @@ def network_detail(request, test_id):
     for pair in pairs:  # each pair's earlier results, newest first (pair_history_idx)
         history[pair.id] = list(PairResult.objects.filter(node_a=pair.node_a, node_b=pair.node_b)
                                 .exclude(id=pair.id).select_related("test")[:HISTORY])
+    collectives = list(test.collectives.all())
     return render(request, "network/detail.html", {"test": test, "nodes": nodes, "matrix": matrix, "pairs": pairs,
-                                                   "history": history, "live": test.status in ("PENDING", "RUNNING")})
+                                                   "history": history, "live": test.status in ("PENDING", "RUNNING"),
+                                                   "collectives": collectives})

@@ -176,3 +176,25 @@ def nvmlDeviceGetRemappedRows(h):
 def nvmlDeviceGetComputeRunningProcesses(h):
     lines = [line for line in _read("apps.csv").splitlines()[1:] if line.strip()]
     return [_Obj(pid=int(line.split(",")[0]), usedGpuMemory=None) for line in lines]
+
+
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+
+
+class _NVMLCodeError(NVMLError):
+    def __init__(self, value):
+        super().__init__("NVML error %d" % value)
+        self.value = value
+
+
+def nvmlDeviceGetNvLinkState(h, link):
+    """From the scenario's `nvidia-smi nvlink -s` (Scenario records the 18 active links the real probe's NVML read
+    on the 2 x H200 host); no recording: NVLink not supported, as on the single H200 VM."""
+    if not os.path.exists(os.path.join(_DIR, "nvlink_s.txt")):
+        raise _NVMLCodeError(NVML_ERROR_NOT_SUPPORTED)
+    blocks = re.split(r"^GPU \d+: ", _read("nvlink_s.txt"), flags=re.M)[1:]
+    links = dict(re.findall(r"^\s*Link (\d+): (.+)$", blocks[h], re.M))
+    if str(link) not in links:
+        raise _NVMLCodeError(NVML_ERROR_INVALID_ARGUMENT)
+    return 0 if "inactive" in links[str(link)] else 1

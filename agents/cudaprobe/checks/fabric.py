@@ -1,0 +1,324 @@
+"""L1 fabric: NVLink inside the node, NVSwitch / Fabric Manager, InfiniBand / RoCE ports, PCIe AER counters.
+
+Links that are down fail; error counters are judged by their growth since the node's previous validation
+(agents.cudaprobe.counters, the dashboard passes --fabric-previous) and go into the metrics, so drift can chart
+them. NVML first (agents.cudaprobe.nvml_fabric, in a child under the budget), nvidia-smi as the fallback; sysfs
+under CUDAPROBE_SYSFS (agents.cudaprobe.sysfs).
+"""
+
+import json
+import os
+import re
+import sys
+
+from agents.cudaprobe import children, counters, nvsmi, nvsmi_fabric, proc, sysfs
+from agents.cudaprobe.checks.driver import DMESG_TIME, _boot_time, _driver_query_limit, _since, _smi
+from agents.cudaprobe.model import failed, passed, skipped, warned
+from agents.cudaprobe.registry import check
+
+SXID_LINE = re.compile(r"(nvidia-nvswitch\d*): SXid \(PCI:([^)]*)\): (\d+), (Fatal|Non-fatal)", re.I)
+NO_FABRIC = (None, "", "N/A", "Not Supported")
+ROCE_MIN_MTU = 4200  # a RoCE path MTU of 4096 fits only in an interface MTU of 4096 + the RoCE headers
+
+
+def _nvml_fabric(ctx):
+    """NVML's NVLink and fabric facts, or {"error": ...} (CUDAPROBE_NVML=0 turns NVML off)."""
+    if "nvml_fabric" not in ctx.facts:
+        if ctx.environ.get("CUDAPROBE_NVML") == "0":
+            ctx.facts["nvml_fabric"] = {"error": "nvml_disabled"}
+        else:
+            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml_fabric"], _driver_query_limit(ctx),
+                              env=children.child_env(ctx))
+            try:
+                facts = json.loads(result.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                facts = {"error": "nvml_hang" if result.timed_out else "nvml_unreadable",
+                         "message": result.combined()[:500]}
+            ctx.facts["nvml_fabric"] = facts
+    return ctx.facts["nvml_fabric"]
+
+
+def _links_via_smi(ctx):
+    """[{"index", "links": [{"link", "active", "speed_gbs", "counters"}]}] from nvidia-smi nvlink -s / -e, or an
+    error text."""
+    status = _smi(ctx, ["nvlink", "-s"])
+    if not status.ok:
+        return None, "nvidia-smi nvlink -s: %s" % (nvsmi.failure_signature(status) or status.combined()[:200])
+    gpus = nvsmi_fabric.parse_link_status(status.stdout)
+    errors = _smi(ctx, ["nvlink", "-e"])
+    found = nvsmi_fabric.parse_link_errors(errors.stdout) if errors.ok else {}
+    for gpu in gpus:
+        for link in gpu["links"]:
+            link["counters"] = found.get(gpu["index"], {}).get(link["link"], {})
+    return gpus, status.stdout + ("\n" + errors.stdout if errors.ok else "")
+
+
+def _down_links(gpus, topology_nvlink):
+    """(gpu, link) pairs that are down: inactive where another GPU of the host has that link active, or every
+    link of a GPU inactive while the topology joins the GPUs by NVLink. Link slots no GPU uses are not links."""
+    used = {link["link"] for gpu in gpus for link in gpu["links"] if link["active"]}
+    down = []
+    for gpu in gpus:
+        none_active = not any(link["active"] for link in gpu["links"])
+        for link in gpu["links"]:
+            if not link["active"] and (link["link"] in used or (none_active and topology_nvlink)):
+                down.append((gpu["index"], link["link"]))
+    return down
+
+
+@check("fabric.nvlink", "L1", "NVLink state, speed and error counters", requires=["driver.topology"])
+def fabric_nvlink(ctx):
+    topology = (ctx.facts.get("topology") or {}).get("links") or {}
+    topology_nvlink = any(kind.startswith("NV") for kind in topology.values())
+    nvml = _nvml_fabric(ctx)
+    if "error" not in nvml:
+        gpus, via, raw = nvml["gpus"], "NVML", ""
+    else:
+        gpus, raw = _links_via_smi(ctx)
+        via = "nvidia-smi nvlink (NVML not used: %s)" % nvml.get("error")
+        if gpus is None:
+            if topology_nvlink:
+                return warned("the topology joins the GPUs by NVLink but the links could not be read (%s)" % raw,
+                              evidence=raw, signatures=["nvlink_unreadable"])
+            return passed("no NVLink to read (%s)" % raw, metrics={"nvlink_active_links": 0})
+    active = sum(1 for gpu in gpus for link in gpu["links"] if link["active"])
+    if not active and not topology_nvlink:
+        return passed("no NVLink on this host (%d GPU(s), no active link; read through %s)" % (len(gpus), via),
+                      metrics={"nvlink_active_links": 0}, evidence=raw or json.dumps(gpus)[:2000])
+    down = _down_links(gpus, topology_nvlink)
+    current, lines = {}, []
+    speeds = [link.get("speed_gbs") or (link.get("speed_mbps") or 0) / 1000.0 or None
+              for gpu in gpus for link in gpu["links"] if link["active"]]
+    speeds = [s for s in speeds if s]
+    for gpu in gpus:
+        totals = {}
+        for link in gpu["links"]:
+            for name, value in (link.get("counters") or {}).items():
+                totals[name] = totals.get(name, 0) + value
+        for name, value in totals.items():
+            current["nvlink_%s.gpu%d" % (name, gpu["index"])] = value
+        on = [link["link"] for link in gpu["links"] if link["active"]]
+        noisy = ["link %d %s" % (link["link"], ",".join("%s=%d" % kv for kv in sorted(link["counters"].items())
+                                                        if kv[1]))
+                 for link in gpu["links"] if any((link.get("counters") or {}).values())]
+        lines.append("GPU %d: %d of %d links active; counters %s%s" % (
+            gpu["index"], len(on), len(gpu["links"]), ", ".join("%s=%d" % kv for kv in sorted(totals.items()))
+            or "none read", ("; " + "; ".join(noisy)) if noisy else ""))
+    metrics = dict(current, nvlink_active_links=active, nvlink_links_down=len(down),
+                   nvlink_errors_total=sum(current.values()))
+    if speeds:
+        metrics["nvlink_speed_min_gbs"] = round(min(speeds), 3)
+    evidence = "\n".join(["read through %s" % via] + lines + ([raw[:2000]] if raw else []))
+    if down:
+        return failed("NVLink down: %s (the topology joins these GPUs by NVLink): a link, its cable tray or an "
+                      "NVSwitch is faulty, or the fabric is not trained" % ", ".join(
+                          "GPU %d link %d" % pair for pair in down[:12]), evidence=evidence, metrics=metrics,
+                      signatures=["nvlink_link_down"])
+    grown, since_reset, baseline = counters.growth("fabric.nvlink", current, ctx.options.get("fabric_previous"))
+    if grown or since_reset:
+        return warned("NVLink error counters %s" % counters.describe(grown, since_reset, baseline),
+                      evidence=evidence, metrics=metrics,
+                      signatures=["nvlink_errors_growing" if grown else "nvlink_errors_since_reset"])
+    return passed("%d NVLink(s) active over %d GPU(s)%s, no error counted%s" % (
+        active, len(gpus), " at %.1f GB/s" % min(speeds) if speeds else "",
+        " since the previous validation" if baseline else ""), evidence=evidence, metrics=metrics)
+
+
+def _fabric_states(ctx):
+    """[{"bus_id", "state", "status"}] per GPU: NVML's fabric info first, else nvidia-smi -q's Fabric section."""
+    nvml = _nvml_fabric(ctx)
+    if "error" not in nvml and all(gpu.get("fabric") for gpu in nvml["gpus"]):
+        return [dict(gpu["fabric"], bus_id=gpu["bus_id"]) for gpu in nvml["gpus"]], "NVML"
+    result = _smi(ctx, ["-q"], timeout=min(ctx.budget_s, 30))
+    if not result.ok:
+        return [], "nvidia-smi -q failed (%s)" % nvsmi.failure_signature(result)
+    return nvsmi_fabric.parse_fabric(result.stdout), "nvidia-smi -q"
+
+
+def _fabric_manager_running(ctx):
+    proc_dir = ctx.path("PROC_DIR", "/proc")
+    for pid in os.listdir(proc_dir) if os.path.isdir(proc_dir) else []:
+        comm = sysfs.read(os.path.join(proc_dir, pid, "comm")) if pid.isdigit() else None
+        if comm and comm.startswith("nv-fabricmanag"):
+            return True
+    return False
+
+
+def _sxid_lines(ctx):
+    """(new, old) SXid lines of the kernel log (old: before --since), or None where dmesg is unreadable."""
+    result = proc.run(["dmesg"], 10, env=ctx.environ)
+    if result.missing or not result.ok:
+        return None
+    boot, since = _boot_time(ctx), _since(ctx)
+    new, old = [], []
+    for line in result.stdout.splitlines():
+        if not SXID_LINE.search(line):
+            continue
+        stamp = DMESG_TIME.match(line)
+        when = boot + float(stamp.group(1)) if boot is not None and stamp else None
+        (old if since is not None and when is not None and when < since else new).append(line)
+    return new, old
+
+
+@check("fabric.nvswitch", "L1", "NVSwitch fabric: Fabric Manager, GPU fabric state, SXid",
+       requires=["driver.nvidia_smi"])
+def fabric_nvswitch(ctx):
+    states, via = _fabric_states(ctx)
+    dev = ctx.path("DEV_DIR", "/dev")
+    switches = sorted(n for n in (os.listdir(dev) if os.path.isdir(dev) else []) if n.startswith("nvidia-nvswitch"))
+    sxid = _sxid_lines(ctx)
+    new, old = sxid if sxid is not None else ([], [])
+    board = any(s["state"] not in NO_FABRIC for s in states) or switches or new or old
+    lines = ["GPU %s: fabric state %s, status %s" % (s["bus_id"], s["state"], s["status"]) for s in states]
+    lines += ["NVSwitch devices: %s" % (" ".join(switches) or "none in %s" % dev), "read through %s" % via]
+    if sxid is None:
+        lines.append("kernel log not readable: SXid not checked")
+    lines += (["SXid before the previous validation:"] + old[-10:] if old else []) + (
+        ["SXid:"] + new[-30:] if new else [])
+    evidence = "\n".join(lines)
+    metrics = {"sxid_count": len(new), "sxid_count_before_previous_validation": len(old),
+               "nvswitch_devices": len(switches)}
+    if not board:
+        return passed("no NVSwitch fabric on this board: nothing to check (fabric state %s)" % (", ".join(
+            sorted({str(s["state"]) for s in states})) or "not reported"), evidence=evidence, metrics=metrics)
+    fatal = [line for line in new if SXID_LINE.search(line).group(4).lower() == "fatal"]
+    not_started = [s for s in states if s["state"] == "Not Started"]
+    training = [s for s in states if s["state"] == "In Progress"]
+    bad_status = [s for s in states if s["state"] == "Completed" and s["status"] not in ("Success", None)]
+    history = "; %d SXid line(s) from before the previous validation kept as history" % len(old) if old else ""
+    if not_started:
+        running = _fabric_manager_running(ctx)
+        return failed("GPU %s not registered with the fabric (state Not Started): %s" % (
+            ", ".join(s["bus_id"] for s in not_started),
+            "the Fabric Manager runs, see its log" if running else "the Fabric Manager (nvidia-fabricmanager) is "
+            "not running here"), evidence=evidence, metrics=metrics, signatures=["fabric_manager_not_running"])
+    if bad_status:
+        return failed("GPU %s fabric registration failed: %s" % (
+            ", ".join(s["bus_id"] for s in bad_status), ", ".join(sorted({s["status"] for s in bad_status}))),
+            evidence=evidence, metrics=metrics, signatures=["fabric_registration_failed"])
+    if fatal:
+        codes = sorted({SXID_LINE.search(line).group(3) for line in fatal})
+        return failed("fatal SXid %s from the NVSwitch(es)%s: the NVSwitch or its links need a reset (reboot) "
+                      "and, if it repeats, the vendor" % (", ".join(codes), history), evidence=evidence,
+                      metrics=metrics, signatures=["sxid_fatal"])
+    if training:
+        return warned("GPU %s fabric training still in progress: re-validate in a minute" % ", ".join(
+            s["bus_id"] for s in training), evidence=evidence, metrics=metrics, signatures=["fabric_in_progress"])
+    if new:
+        codes = sorted({SXID_LINE.search(line).group(3) for line in new})
+        return warned("non-fatal SXid %s from the NVSwitch(es)%s" % (", ".join(codes), history), evidence=evidence,
+                      metrics=metrics, signatures=["sxid_nonfatal"])
+    return passed("%d GPU(s) in the fabric (state Completed, status Success), no SXid%s" % (
+        len(states), history), evidence=evidence, metrics=metrics, signatures=["sxid_history"] if old else [])
+
+
+def _port_name(port):
+    return "%s/%s" % (port["hca"], port["port"])
+
+
+@check("fabric.infiniband", "L1", "InfiniBand / RoCE ports: state, rate, counters")
+def fabric_infiniband(ctx):
+    base = sysfs.root(ctx.environ)
+    expected = ctx.options.get("ib_rate_gbps")
+    ports = sysfs.ib_ports(base)
+    if not ports:
+        where = os.path.join(base, "class", "infiniband")
+        if expected:
+            return failed("this node should have InfiniBand at %g Gb/s but there is no HCA under %s" % (
+                expected, where), signatures=["ib_port_missing"])
+        return passed("no InfiniBand or RoCE HCA under %s: nothing to check" % where, metrics={"ib_ports": 0})
+    fails, warns, signatures, lines, current = [], [], [], [], {}
+    fastest = {}  # per link layer: a RoCE port is not compared with the InfiniBand ones
+    for port in ports:
+        fastest[port["link_layer"]] = max(fastest.get(port["link_layer"], 0), port["rate_gbps"] or 0)
+    for port in ports:
+        name = _port_name(port)
+        state, phys = sysfs.state_name(port["state"]), sysfs.state_name(port["phys_state"])
+        line = "%s (%s, PCI %s): %s / %s, %s" % (name, port["link_layer"], port["bdf"], state, phys, port["rate"])
+        if state != "ACTIVE" or phys != "LinkUp":
+            fails.append("%s is %s / %s" % (name, state or "?", phys or "?"))
+            signatures.append("ib_port_down")
+        rate = port["rate_gbps"]
+        infiniband = (port["link_layer"] or "").lower() == "infiniband"
+        if expected and infiniband and rate is not None and rate < expected and state == "ACTIVE":
+            fails.append("%s runs at %g Gb/s, below the %g Gb/s this node should have" % (name, rate, expected))
+            signatures.append("ib_rate_low")
+        elif not (expected and infiniband) and rate is not None and rate < fastest[port["link_layer"]] \
+                and state == "ACTIVE":
+            warns.append("%s runs at %g Gb/s while another %s port runs at %g Gb/s" % (
+                name, rate, port["link_layer"], fastest[port["link_layer"]]))
+            signatures.append("ib_rate_low")
+        netdev = port.get("netdev")
+        if (port["link_layer"] or "").lower() == "ethernet":
+            if not netdev:
+                warns.append("%s is RoCE but names no netdev" % name)
+                signatures.append("roce_netdev_unknown")
+            else:
+                line += "; netdev %s %s, %s Mb/s, MTU %s" % (netdev["name"], netdev["operstate"],
+                                                             netdev["speed_mbps"], netdev["mtu"])
+                if netdev["operstate"] != "up":
+                    fails.append("%s: its netdev %s is %s" % (name, netdev["name"], netdev["operstate"]))
+                    signatures.append("roce_netdev_down")
+                elif netdev["mtu"] is not None and netdev["mtu"] < ROCE_MIN_MTU:
+                    warns.append("%s: netdev %s MTU %d (RoCE wants %d or more for a 4096-byte path MTU)" % (
+                        name, netdev["name"], netdev["mtu"], ROCE_MIN_MTU))
+                    signatures.append("roce_mtu_small")
+        for counter, value in port["counters"].items():
+            current["ib_%s.%s_%s" % (counter, port["hca"], port["port"])] = value
+        line += "; " + ", ".join("%s=%d" % kv for kv in sorted(port["counters"].items()))
+        lines.append(line)
+    rates = [p["rate_gbps"] for p in ports if p["rate_gbps"]]
+    metrics = dict(current, ib_ports=len(ports), ib_errors_total=sum(current.values()),
+                   ib_ports_active=sum(1 for p in ports if sysfs.state_name(p["state"]) == "ACTIVE"))
+    if rates:
+        metrics["ib_rate_min_gbps"] = min(rates)
+    grown, since_reset, baseline = counters.growth("fabric.infiniband", current, ctx.options.get("fabric_previous"))
+    if grown or since_reset:
+        warns.append("port error counters %s" % counters.describe(grown, since_reset, baseline))
+        signatures.append("ib_errors_growing" if grown else "ib_errors_since_reset")
+        if any(key.startswith("ib_link_downed.") for key, _, _ in grown):
+            signatures.append("ib_link_flaps")
+    evidence = "\n".join(lines + (["expected rate: %g Gb/s" % expected] if expected else []))
+    if fails:
+        return failed("; ".join(fails + warns), evidence=evidence, metrics=metrics, signatures=signatures)
+    if warns:
+        return warned("; ".join(warns), evidence=evidence, metrics=metrics, signatures=signatures)
+    return passed("%d port(s) ACTIVE / LinkUp at %s Gb/s%s, no error counted%s" % (
+        len(ports), "/".join("%g" % r for r in sorted(set(rates))) or "?",
+        " (expected %g)" % expected if expected else "", " since the previous validation" if baseline else ""),
+        evidence=evidence, metrics=metrics)
+
+
+@check("fabric.pcie_aer", "L1", "PCIe AER error counters of the GPUs and HCAs")
+def fabric_pcie_aer(ctx):
+    base = sysfs.root(ctx.environ)
+    functions = sysfs.gpu_and_hca_functions(base)
+    readings = [(bdf, what, sysfs.aer(base, bdf)) for bdf, what in functions]
+    readings = [r for r in readings if r[2] is not None]
+    if not readings:
+        return skipped("no AER counters for %s under %s (no AER capability, or a VM that hides it)" % (
+            ", ".join("%s %s" % (what, bdf) for bdf, what in functions) or "any GPU or HCA",
+            os.path.join(base, "bus", "pci", "devices")))
+    current, lines = {}, []
+    for bdf, what, found in readings:
+        for kind in ("correctable", "nonfatal", "fatal"):
+            if kind in found:
+                current["pcie_aer_%s.%s" % (kind, bdf)] = found[kind]
+        detail = "; ".join("%s: %s" % (kind, ", ".join("%s=%d" % kv for kv in sorted(counts.items())))
+                           for kind, counts in found["lines"].items() if counts)
+        lines.append("%s %s: correctable=%s nonfatal=%s fatal=%s%s" % (
+            what, bdf, found.get("correctable"), found.get("nonfatal"), found.get("fatal"),
+            " (%s)" % detail if detail else ""))
+    metrics = dict(current, pcie_aer_errors_total=sum(current.values()), pcie_aer_functions=len(readings))
+    evidence = "\n".join(lines)
+    grown, since_reset, baseline = counters.growth("fabric.pcie_aer", current, ctx.options.get("fabric_previous"))
+    phrase = counters.describe(grown, since_reset, baseline)
+    if any(key.startswith("pcie_aer_fatal.") for key, _, _ in grown):
+        return failed("fatal PCIe errors (AER) %s: the link or the device is failing" % phrase, evidence=evidence,
+                      metrics=metrics, signatures=["pcie_aer_fatal"])
+    if grown or since_reset:
+        kinds = sorted({key.split(".")[0][len("pcie_aer_"):] for key, *_ in grown + since_reset})
+        return warned("PCIe AER %s counters %s" % ("/".join(kinds), phrase), evidence=evidence, metrics=metrics,
+                      signatures=["pcie_aer_errors_growing" if grown else "pcie_aer_errors_since_reset"])
+    return passed("no PCIe AER error on %d function(s)%s" % (
+        len(readings), " since the previous validation" if baseline else ""), evidence=evidence, metrics=metrics)
