@@ -90,9 +90,15 @@ class ValidateForm(forms.Form):
     mode = forms.ChoiceField(choices=ValidationRun.Mode.choices, initial=ValidationRun.Mode.QUICK)
 
 
+# "Ready" only says the host key was accepted; the pages never show it as if a run had judged the node.
+STATUS_WORDS = {"new": "Host key to accept", "ready": "Not validated yet"}
+
+
 class FleetFilterForm(forms.Form):
-    q = forms.CharField(required=False, label="search")
-    status = forms.ChoiceField(choices=[("", "any status")] + list(Node.Status.choices), required=False)
+    q = forms.CharField(required=False, label="search", widget=forms.TextInput(
+        attrs={"type": "search", "placeholder": "name or address"}))
+    status = forms.ChoiceField(choices=[("", "any status")] + [(value, STATUS_WORDS.get(value, label))
+                                                              for value, label in Node.Status.choices], required=False)
     gpu_model = forms.CharField(required=False)
     label = forms.CharField(required=False)
     failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],

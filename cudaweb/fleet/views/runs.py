@@ -6,6 +6,7 @@ import uuid
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
+from cudaweb.drift.figures import run_figures
 from cudaweb.drift.selectors import compare_runs
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.selectors import run_sections
@@ -22,7 +23,8 @@ def run_context(request, run):
     checks = list(run.checks.all()) if run else []
     playbooks = run_playbooks(run=run, checks=checks, user=request.user) if run else {}
     return {"run": run, "checks": checks, "playbooks": playbooks,
-            "sections": run_sections(checks=checks, playbooks=playbooks)}
+            "sections": run_sections(checks=checks, playbooks=playbooks),
+            "figures": run_figures(run=run) if run else []}
 
 
 @guarded

@@ -1,0 +1,38 @@
+"""A run's headline figures as the pages show them: label, value, unit and, where the agent's data knows the GPU
+model, what a healthy GPU of that model reaches ("781 of 788 TFLOP/s"). The expectations are the agent's own
+(agents/cudaprobe/expectations.py), so the page and the agent's judgement never disagree on the reference."""
+
+from agents.cudaprobe import expectations
+from cudaweb.drift.catalog import METRICS
+
+HOST_COPY = ("h2d_pinned_gbs", "d2h_pinned_gbs")
+DIGITS = {"TFLOP/s": "0", "img/s": "0", "GB/s": "1", "C": "0"}  # as precise as the figure is
+UNITLESS = {"ddp_scaling": "of linear"}  # a ratio: said in words
+
+
+def expected_value(sku, metric):
+    """What `metric` should reach on a healthy GPU of this SKU row, or None where it depends on more than the
+    model (P2P, NCCL: the links between the GPUs) or the table has no figure for it."""
+    if sku is None:
+        return None
+    if metric in expectations.MATMUL_KEYS:
+        found = expectations.expected_matmul(sku, metric)
+    elif metric in HOST_COPY:
+        found = expectations.expected_host_copy(sku, metric)
+    else:
+        found = expectations.expected_measured(sku, metric)
+    return found.value if found is not None else None
+
+
+def run_figures(*, run):
+    """[{name, label, unit, value, expected}] for each catalogue metric the run measured, in catalogue order."""
+    metrics = run.metrics or {}
+    sku = expectations.sku_for((run.inventory or {}).get("gpu_model") or "")
+    figures = []
+    for name, metric in METRICS.items():
+        value = metrics.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        figures.append({"name": name, "label": metric.label, "unit": metric.unit or UNITLESS.get(name, ""),
+                        "value": value, "expected": expected_value(sku, name), "digits": DIGITS.get(metric.unit, "2")})
+    return figures
