@@ -38,9 +38,10 @@ def start_worker(database_url, log_path):
 
 
 class Sshd:
-    """A throwaway OpenSSH server on loopback, with its own host key and an authorised user key."""
+    """A throwaway OpenSSH server on loopback, with its own host key and an authorised user key. `sftp=False`: no
+    SFTP subsystem (as hardened images ship); `extra`: more sshd_config lines (e.g. a ForceCommand)."""
 
-    def __init__(self):
+    def __init__(self, sftp=True, extra=()):
         if not os.path.exists(SSHD):
             raise RuntimeError("%s is missing: make test installs Debian's openssh-server" % SSHD)
         self.dir = Path(tempfile.mkdtemp(prefix="cudaweb-sshd-"))
@@ -55,7 +56,8 @@ class Sshd:
             "Port %d" % self.port, "ListenAddress 127.0.0.1", "HostKey %s" % self.host_key,
             "AuthorizedKeysFile %s" % (self.dir / "authorized_keys"), "PidFile %s" % (self.dir / "sshd.pid"),
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            "PermitRootLogin prohibit-password", "Subsystem sftp internal-sftp", "LogLevel VERBOSE", ""]))
+            "PermitRootLogin prohibit-password", *(["Subsystem sftp internal-sftp"] if sftp else []),
+            "LogLevel VERBOSE", *extra, ""]))
         self.log = open(self.dir / "sshd.log", "wb")
         self.popen = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
         if not wait_for_port(self.port):

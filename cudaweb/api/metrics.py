@@ -1,4 +1,4 @@
-"""/metrics for Prometheus: one collector that reads the database on each scrape, in three queries whatever the size
+"""/metrics for Prometheus: one collector that reads the database on each scrape, in five queries whatever the size
 of the fleet, plus one Redis round trip for the queue depth.
 
 Per node the series carry `node`, `gpu_model` and `labels` (the node's labels sorted and joined with commas: one
@@ -17,6 +17,7 @@ from cudaweb.accounts.roles import has_role
 from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
 from cudaweb.nodes.models import Node
+from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
 
@@ -48,6 +49,25 @@ def _drift_flags(drift):
     return sorted(flags)
 
 
+NO_ROOT_CAUSE = (ValidationRun.Status.PASSED, *ValidationRun.LIVE)
+
+
+def _root_causes(failing):
+    """cudaweb_node_root_cause_info{node, check, playbook} 1 per node whose last run did not pass: the check (the
+    run's state where it never reached a verdict, e.g. UNREACHABLE) and its playbook ("" when none): two queries."""
+    info = GaugeMetricFamily("cudaweb_node_root_cause_info", "1 per node whose last run did not pass: the check it "
+                             "comes down to (else the run's state) and that check's playbook",
+                             labels=("node", "check", "playbook"))
+    runs = ValidationRun.objects.filter(id__in=[run_id for _, run_id in failing]).only(
+        "id", "status", "finished", "reason")
+    causes = runs_root_causes(runs=list(runs)) if failing else {}
+    for name, run_id in failing:
+        cause = causes.get(run_id)
+        if cause is not None:
+            info.add_metric([name, cause["check"] or cause["status"], (cause["playbook"] or {}).get("id", "")], 1.0)
+    return info
+
+
 class FleetCollector:
     """Reads the fleet per scrape (prometheus_client calls collect())."""
 
@@ -66,8 +86,12 @@ class FleetCollector:
         headlines = [(GaugeMetricFamily(name, text, labels=NODE_LABELS), key) for name, text, key in HEADLINES]
 
         rows = Node.objects.order_by("name").values("name", "gpu_model", "labels", "status", "drifted", "metrics",
-                                                    "last_run__verdict", "last_run__finished", "last_run__drift")
+                                                    "last_run_id", "last_run__status", "last_run__verdict",
+                                                    "last_run__finished", "last_run__drift")
+        failing = []
         for row in rows.iterator(chunk_size=500):
+            if row["last_run_id"] and row["last_run__status"] not in NO_ROOT_CAUSE:
+                failing.append((row["name"], row["last_run_id"]))
             labels = _node_labels(row)
             for value in Node.Status.values:
                 status.add_metric(labels + [value], 1.0 if row["status"] == value else 0.0)
@@ -83,6 +107,7 @@ class FleetCollector:
                 if isinstance(value, (int, float)) and key in METRICS:
                     family.add_metric(labels, float(value))
         yield from (status, verdict, validated, drifted, drift, *(family for family, _ in headlines))
+        yield _root_causes(failing)
 
         runs = GaugeMetricFamily("cudaweb_runs", "validation runs kept, by state", labels=("state",))
         counts = dict(ValidationRun.objects.order_by().values_list("status").annotate(n=Count("id")))

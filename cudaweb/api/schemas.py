@@ -44,6 +44,23 @@ class RunBrief(Schema):
     finished: Optional[datetime]
 
 
+class PlaybookBrief(Schema):
+    id: str
+    title: str
+    first_fix: str = Field(description="the playbook's first fix")
+
+
+class RootCause(Schema):
+    check: Optional[str] = Field(description="the lowest failing check (else the lowest warning); null for a run "
+                                             "that never reached a verdict")
+    layer: Optional[str] = Field(description="its layer, L0-L6 or advisory")
+    status: str = Field(description="the check's status (fail, error, warn), or the run's state when it has no "
+                                    "check (UNREACHABLE, AUTH_FAILED, TIMED_OUT, AGENT_ERROR, ...)")
+    summary: str = Field(description="the check's summary, or the run's reason (which names what to do)")
+    signatures: List[str]
+    playbook: Optional[PlaybookBrief] = Field(description="the playbook the rules choose for it, if any")
+
+
 class NodeOut(Schema):
     name: str
     status: NodeStatus
@@ -59,6 +76,7 @@ class NodeOut(Schema):
     can_validate: bool = Field(description="the node's host key is accepted (or it is this host)")
     last_run: Optional[RunBrief]
     live_run: Optional[RunBrief] = Field(description="the run in progress, if any")
+    root_cause: Optional[RootCause] = Field(description="the root cause of the last run; null when it passed")
 
 
 class NodeList(Schema):
@@ -98,6 +116,8 @@ class RunOut(Schema):
     drifted: bool
     drift: Dict[str, Any] = Field(description="against the baseline and the fleet peers")
     report: Optional[Dict[str, Any]] = Field(description="the agent's report, null until the run has one")
+    root_cause: Optional[RootCause] = Field(description="what the failure comes down to; null when the run passed "
+                                                        "or is live")
 
 
 class TriageIn(Schema):

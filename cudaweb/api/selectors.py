@@ -3,6 +3,7 @@
 from cudaweb.accounts.selectors import audit_event_export, audit_events
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
+from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
 from cudaweb.validation.models import ValidationRun
 
 RUN_BRIEF_FIELDS = ("id", "node_id", "status", "mode", "verdict", "created", "finished")
@@ -15,13 +16,13 @@ def _brief(run):
     return {field: getattr(run, field) for field in RUN_BRIEF_FIELDS if field != "node_id"}
 
 
-def _node_out(node, live_run):
+def _node_out(node, live_run, root_cause):
     return {"name": node.name, "status": node.status, "transport": node.transport, "address": node.address,
             "labels": [str(label) for label in node.labels or []], "gpu_model": node.gpu_model,
             "gpu_count": node.gpu_count, "layer_status": node.layer_status or {},
             "metrics": {k: v for k, v in (node.metrics or {}).items() if isinstance(v, (int, float))},
             "drifted": node.drifted, "attention": node.attention, "can_validate": node.can_validate,
-            "last_run": _brief(node.last_run), "live_run": _brief(live_run)}
+            "last_run": _brief(node.last_run), "live_run": _brief(live_run), "root_cause": root_cause}
 
 
 def _nodes():
@@ -36,7 +37,7 @@ def _live_runs(node_ids):
 
 
 def node_list(*, label="", status=None, gpu_model="", limit=1000, offset=0):
-    """Nodes by name, filtered, with their last and live runs: three queries."""
+    """Nodes by name, filtered, with their last and live runs and the last run's root cause: four queries."""
     nodes = _nodes()
     if label:
         nodes = with_label(nodes, label)
@@ -47,7 +48,9 @@ def node_list(*, label="", status=None, gpu_model="", limit=1000, offset=0):
     count = nodes.count()
     page = list(nodes.order_by("name")[offset:offset + limit])
     live = _live_runs([node.id for node in page])
-    return {"count": count, "nodes": [_node_out(node, live.get(node.id)) for node in page]}
+    causes = runs_root_causes(runs=[node.last_run for node in page])
+    return {"count": count, "nodes": [_node_out(node, live.get(node.id), causes.get(node.last_run_id))
+                                      for node in page]}
 
 
 def node_detail(*, name):
@@ -57,7 +60,7 @@ def node_detail(*, name):
         return None
     runs = list(ValidationRun.objects.filter(node=node).only(*RUN_BRIEF_FIELDS)[:NODE_RUNS])
     live = next((run for run in runs if run.is_live), None)
-    return dict(_node_out(node, live), baseline=node.baseline_id, runs=[_brief(run) for run in runs])
+    return dict(_node_out(node, live, run_root_cause(run=node.last_run)), baseline=node.baseline_id, runs=[_brief(run) for run in runs])
 
 
 def run_detail(*, run_id):
@@ -68,7 +71,8 @@ def run_detail(*, run_id):
             "verdict": run.verdict, "reason": run.reason, "created": run.created, "started": run.started,
             "finished": run.finished, "agent_version": run.agent_version, "retry_of": run.retry_of_id,
             "metrics": {k: v for k, v in (run.metrics or {}).items() if isinstance(v, (int, float))},
-            "drifted": run.drifted, "drift": run.drift or {}, "report": run.report}
+            "drifted": run.drifted, "drift": run.drift or {}, "report": run.report,
+            "root_cause": run_root_cause(run=run)}
 
 
 def audit_page(*, limit, offset, **filters):

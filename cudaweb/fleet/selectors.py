@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Case, Count, IntegerField, Q, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -11,6 +11,7 @@ from cudaweb.drift.catalog import LAYERS
 from cudaweb.network.models import PairResult
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
+from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation.models import CheckResult, ValidationRun
 
 SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-status",
@@ -20,7 +21,8 @@ PER_PAGE = 50
 
 
 def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
-    """Nodes filtered, sorted and paginated, with per-status counts, filter choices and the runs in progress."""
+    """Nodes filtered, sorted and paginated, with per-status counts, filter choices, the runs in progress and each
+    last run's root cause."""
     nodes = Node.objects.select_related("last_run")
     if status:
         nodes = nodes.filter(status=status)
@@ -39,8 +41,10 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     live = {}
     for run in ValidationRun.objects.filter(node_id__in=ids, status__in=ValidationRun.LIVE).order_by("created"):
         live[run.node_id] = run
+    causes = runs_root_causes(runs=[node.last_run for node in current])
     for node in current:
         node.live_run = live.get(node.id)
+        node.root_cause = causes.get(node.last_run_id)
         node.layer_cells = [(layer, node.layer_status.get(layer, "")) for layer in LAYERS]
     counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
     models_and_labels = Node.objects.values_list("gpu_model", "labels")
@@ -54,14 +58,15 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
 GATING_ORDER = LAYERS + ("advisory",)
 
 
-def run_sections(*, checks, playbooks):
+def run_sections(*, checks, playbooks, cause=None):
     """The run page's order: the root cause (the lowest failing check, with its playbook and first fix and the
     checks it made skip), then one card per other playbook with the checks that chose it (a playbook is never
     repeated per check), the findings no playbook names, and the skips and passes, which the page folds away.
 
     A playbook chosen only by failures at or above the root cause's layer may follow from the root cause (a
     missing driver also fails the device-node check): its card says so and is folded, rather than stating its own
-    diagnosis beside the root cause's."""
+    diagnosis beside the root cause's. `cause` is the run's root cause (cudaweb.playbooks.root_cause, the one every
+    surface shows); without it the lowest failing check leads."""
     layer_rank = {layer: i for i, layer in enumerate(GATING_ORDER)}
     skipped_by = {}
     for check in checks:
@@ -69,6 +74,8 @@ def run_sections(*, checks, playbooks):
             skipped_by.setdefault(check.blocked_by, []).append(check)
     failing = [c for c in checks if c.status in ("fail", "error")]
     root = min(failing, key=lambda c: (layer_rank.get(c.layer, len(layer_rank)), c.position)) if failing else None
+    if cause is not None:
+        root = next((c for c in checks if c.check_id == cause["check"]), None)
     root_rank = layer_rank.get(root.layer, len(layer_rank)) if root else None
 
     def entry(check):
@@ -107,7 +114,7 @@ def run_sections(*, checks, playbooks):
         root_entry["votes"] = ((root_entry["inline"] or {}).get("votes") or {}).get(root_id)
     shown = {c.check_id for c in checks if c.status in ("fail", "error", "warn")}
     skips = [c for c in checks if c.status == "skip"]
-    return {"root": root_entry, "findings": findings,
+    return {"root": root_entry, "cause": cause, "findings": findings,
             "cards": sorted(cards.values(), key=lambda c: (c["downstream"], c["tone"] != "fail",
                                                          c["entries"][0]["check"].position)),
             "unmatched": unmatched,
@@ -122,7 +129,7 @@ ATTENTION_ORDER = {"unreachable": 0, "failing": 1, "warning": 2, "quarantined": 
 
 
 def fleet_overview(*, now=None):
-    """The top of the fleet page, in six queries whatever the fleet's size: counts per status, failing nodes by
+    """The top of the fleet page, in nine queries whatever the fleet's size: counts per status, failing nodes by
     the layer that fails first and by the check that is their root cause, nodes by GPU model, validations per day
     (the last OVERVIEW_DAYS), and the nodes that need attention first."""
     now = now or timezone.now()
@@ -132,7 +139,6 @@ def fleet_overview(*, now=None):
     for _, layers in failing:
         first = next((layer for layer in LAYERS if (layers or {}).get(layer) == "fail"), "no layer")
         by_layer[first] = by_layer.get(first, 0) + 1
-    by_cause = _root_causes_of_failing()
     models = list(Node.objects.values("gpu_model").annotate(
         n=Count("id"), failing=Count("id", filter=Q(status=Node.Status.FAILING))).order_by("-n", "gpu_model"))
     since = (now - timedelta(days=OVERVIEW_DAYS - 1)).date()
@@ -148,12 +154,15 @@ def fleet_overview(*, now=None):
     for d in per_day:
         d["total"] = d["pass"] + d["warn"] + d["fail"] + d["skip"]
         d["tallest"] = tallest
-    attention = list(Node.objects.select_related("last_run").filter(
-        Q(status__in=tuple(ATTENTION_ORDER)) | ~Q(attention="") | Q(drifted=True))
-        .defer("last_run__report", "last_run__raw_output", "last_run__progress")
-        .order_by("status", "name")[:200])
-    attention.sort(key=lambda n: (ATTENTION_ORDER.get(n.status, 4), not n.attention, n.name))
-    causes = {cause["run"]: cause for cause in by_cause["runs"]}
+    flagged = Node.objects.filter(Q(status__in=tuple(ATTENTION_ORDER)) | ~Q(attention="") | Q(drifted=True))
+    rank = Case(*[When(status=status, then=Value(i)) for status, i in ATTENTION_ORDER.items()],
+                default=Value(len(ATTENTION_ORDER)), output_field=IntegerField())
+    attention = list(flagged.select_related("last_run").annotate(rank=rank, quiet=Q(attention=""))
+                     .defer("last_run__report", "last_run__raw_output", "last_run__progress")
+                     .order_by("rank", "quiet", "name")[:ATTENTION_SHOWN])
+    attention_total = flagged.count()
+    by_cause = _root_causes_of_failing(also=[n.last_run for n in attention if n.last_run_id])
+    causes = by_cause["causes"]
     for node in attention:
         node.root = causes.get(node.last_run_id)
     total = sum(counts.values())
@@ -163,37 +172,31 @@ def fleet_overview(*, now=None):
         "by_layer": [{"layer": layer, "n": by_layer[layer]} for layer in LAYERS + ("no layer",) if by_layer.get(layer)],
         "by_cause": by_cause["groups"], "by_model": models, "per_day": per_day,
         "validated_days": sum(d["total"] for d in per_day),
-        "attention": attention[:ATTENTION_SHOWN], "attention_more": max(0, len(attention) - ATTENTION_SHOWN),
+        "attention": attention, "attention_more": max(0, attention_total - len(attention)),
     }
 
 
 DAY_TONES = {"PASSED": "pass", "WARNED": "warn", "INTERRUPTED": "skip"}
 
 
-def _root_causes_of_failing():
-    """The root cause of each failing node's last run (its lowest failing check, as on the run page), grouped by
-    check: one query over the failing checks of those runs."""
-    rank = {layer: i for i, layer in enumerate(GATING_ORDER)}
-    last_runs = Node.objects.filter(status=Node.Status.FAILING, last_run__isnull=False).values("last_run_id")
-    rows = CheckResult.objects.filter(run_id__in=last_runs, status__in=("fail", "error")).values_list(
-        "run_id", "check_id", "layer", "position", "signatures")
-    roots = {}
-    for run_id, check_id, layer, position, signatures in rows:
-        key = (rank.get(layer, len(rank)), position)
-        if run_id not in roots or key < roots[run_id][0]:
-            roots[run_id] = (key, {"run": run_id, "check": check_id, "layer": layer,
-                                   "signature": (signatures or [""])[0]})
+def _root_causes_of_failing(*, also=()):
+    """The root cause of each failing node's last run (cudaweb.playbooks.root_cause, as on every other surface),
+    grouped by check and playbook, and of the runs `also` names: one query for the runs, one for their checks."""
+    runs = list(ValidationRun.objects.filter(
+        id__in=Node.objects.filter(status=Node.Status.FAILING, last_run__isnull=False).values("last_run_id"))
+        .only("id", "status", "reason", "finished", "node_id"))
+    failing = {run.id for run in runs}
+    causes = runs_root_causes(runs=runs + [run for run in also if run.id not in failing])
     groups = {}
-    for _, cause in roots.values():
-        group = groups.setdefault(cause["check"], {"check": cause["check"], "layer": cause["layer"], "n": 0,
-                                                   "signatures": {}})
+    for run_id, cause in causes.items():
+        if cause is None or run_id not in failing:
+            continue
+        book = cause.get("playbook") or {}
+        key = (cause["check"] or cause["status"], book.get("id"))
+        group = groups.setdefault(key, {"check": cause["check"] or cause["status"], "layer": cause["layer"],
+                                        "playbook": book or None, "n": 0})
         group["n"] += 1
-        if cause["signature"]:
-            group["signatures"][cause["signature"]] = group["signatures"].get(cause["signature"], 0) + 1
-    ordered = sorted(groups.values(), key=lambda g: (-g["n"], g["check"]))
-    for group in ordered:
-        group["signatures"] = sorted(group["signatures"], key=lambda s: -group["signatures"][s])[:3]
-    return {"runs": [cause for _, cause in roots.values()], "groups": ordered}
+    return {"causes": causes, "groups": sorted(groups.values(), key=lambda g: (-g["n"], g["check"]))}
 
 
 HEAT_STEPS = (1.25, 1.5, 2.0, 4.0)  # a pair's latency over the test's best: heat-1 up to 1.25x ... heat-5 beyond 4x

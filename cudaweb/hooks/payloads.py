@@ -1,23 +1,52 @@
-"""What a hook says: a run's root cause, its URL, and the Slack-compatible message."""
+"""What a hook says: a run's root cause, its URL, and the Slack-compatible message (mrkdwn-escaped)."""
 
 from django.conf import settings
 
-LAYER_ORDER = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "advisory")
+from cudaweb.playbooks.root_cause import run_root_cause
+
 HEADLINES = {
     "run_failed": ("failed validation", "#d00000"),
     "quarantined": ("was quarantined", "#d00000"),
     "drift": ("drifted from its baseline or its peers", "#e0a000"),
 }
+CAUSE_CAP = 300
+
+
+def slack_escape(text):
+    """Slack's mrkdwn escaping (&, <, >): text a host or an operator wrote cannot post <!channel> or a disguised
+    <http://...|link> from our bot."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _escaped(value):
+    if isinstance(value, str):
+        return slack_escape(value)
+    if isinstance(value, dict):
+        return {key: _escaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    return value
+
+
+def root_cause_data(run):
+    """The run's root cause as data (cudaweb.playbooks.root_cause), None when it passed."""
+    return run_root_cause(run=run)
+
+
+def cause_line(cause, run):
+    """One line for people and schedulers, the playbook ahead of the summary so that a cap keeps it:
+    "L1 driver.gpu_health [gpu_hardware]: <summary>", or the reason of a run that never reached a verdict."""
+    if cause is None:
+        return " ".join(run.reason.split())[:CAUSE_CAP] or "run ended %s" % run.status
+    if not cause["check"]:
+        return cause["summary"][:CAUSE_CAP]
+    playbook = " [%s]" % cause["playbook"]["id"] if cause.get("playbook") else ""
+    return " ".join(("%s %s%s: %s" % (cause["layer"], cause["check"], playbook, cause["summary"])).split())[:CAUSE_CAP]
 
 
 def root_cause(run):
-    """The lowest failing check of the run (the run page's root cause), else why the run ended where it did."""
-    rank = {layer: i for i, layer in enumerate(LAYER_ORDER)}
-    failing = list(run.checks.filter(status__in=("fail", "error")).only("layer", "position", "check_id", "summary"))
-    if failing:
-        check = min(failing, key=lambda c: (rank.get(c.layer, len(rank)), c.position))
-        return "%s %s: %s" % (check.layer, check.check_id, " ".join(check.summary.split())[:300])
-    return " ".join(run.reason.split())[:300] or "run ended %s" % run.status
+    """The run's root cause as one line (the lowest failing check, else why the run ended where it did)."""
+    return cause_line(root_cause_data(run), run)
 
 
 def drift_summary(run):
@@ -35,21 +64,28 @@ def run_url(run):
     return settings.CUDAWEB_BASE_URL.rstrip("/") + run.get_absolute_url()
 
 
-def message(*, event, node_name, run, cause):
-    """Slack-compatible JSON: `text` for any receiver, one attachment with the fields for the ones that show them."""
+def message(*, event, node_name, run, cause, root_cause=None):
+    """Slack-compatible JSON: `text` for any receiver, one attachment with the fields for the ones that show them,
+    and `root_cause` as data. Every text a host or an operator wrote (the node's name, the cause, a note) is
+    escaped by Slack's rules; our own link syntax around the run's URL is not."""
     headline, color = HEADLINES[event]
     url = run_url(run)
-    verdict = run.verdict or run.status
-    text = "*%s* %s (%s): %s <%s|run>" % (node_name, headline, verdict, cause, url)
+    verdict = slack_escape(run.verdict or run.status)
+    name, cause = slack_escape(node_name), slack_escape(cause)
+    text = "*%s* %s (%s): %s <%s|run>" % (name, headline, verdict, cause, url)
+    fields = [
+        {"title": "Node", "value": name, "short": True},
+        {"title": "Verdict", "value": "%s (%s)" % (verdict, slack_escape(run.status)), "short": True},
+        {"title": "Root cause" if event != "drift" else "Drift", "value": cause, "short": False},
+    ]
+    playbook = (root_cause or {}).get("playbook") if event != "drift" else None
+    if playbook:
+        fields.append({"title": "Playbook", "value": slack_escape("%s: %s" % (playbook["title"], playbook["first_fix"])),
+                       "short": False})
+    fields.append({"title": "Run", "value": url, "short": False})
     return {
         "text": text,
-        "attachments": [{
-            "fallback": text, "color": color, "title": "%s %s" % (node_name, headline), "title_link": url,
-            "fields": [
-                {"title": "Node", "value": node_name, "short": True},
-                {"title": "Verdict", "value": "%s (%s)" % (verdict, run.status), "short": True},
-                {"title": "Root cause" if event != "drift" else "Drift", "value": cause, "short": False},
-                {"title": "Run", "value": url, "short": False},
-            ],
-        }],
+        "attachments": [{"fallback": text, "color": color, "title": "%s %s" % (name, headline), "title_link": url,
+                         "fields": fields}],
+        "root_cause": _escaped(root_cause) if event != "drift" else None,
     }

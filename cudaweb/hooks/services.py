@@ -46,11 +46,12 @@ def delivery_enqueue(*, delivery_id, countdown=None):
         log.error("hook delivery %s could not be queued: %s", delivery_id, exc)
 
 
-def _webhook(event, node, run, cause):
+def _webhook(event, node, run, cause, root_cause=None):
     if settings.CUDAWEB_WEBHOOK_URL:
         # the URL is the secret: read from the settings when sent, kept here only as scheme and host
         delivery_create(kind=Kind.WEBHOOK, event=event, node=node, run=run, url=settings.CUDAWEB_WEBHOOK_URL,
-                        payload=payloads.message(event=event, node_name=node.name, run=run, cause=cause))
+                        payload=payloads.message(event=event, node_name=node.name, run=run, cause=cause,
+                                                 root_cause=root_cause))
 
 
 def on_run_finished(sender, run_id, status, **kwargs):
@@ -58,7 +59,8 @@ def on_run_finished(sender, run_id, status, **kwargs):
     if not settings.CUDAWEB_WEBHOOK_URL or status not in settings.CUDAWEB_WEBHOOK_RUN_STATUSES:
         return
     run = ValidationRun.objects.select_related("node").get(id=run_id)
-    _webhook(Event.RUN_FAILED, run.node, run, payloads.root_cause(run))
+    cause = payloads.root_cause_data(run)
+    _webhook(Event.RUN_FAILED, run.node, run, payloads.cause_line(cause, run), cause)
 
 
 def on_run_drifted(sender, run_id, node_id, **kwargs):
@@ -73,11 +75,11 @@ def on_node_quarantined(sender, node_id, run_id, note="", **kwargs):
     """Receiver of nodes.signals.node_quarantined: a webhook, a Slurm drain, a Kubernetes cordon (those set up)."""
     node = Node.objects.get(id=node_id)
     run = ValidationRun.objects.get(id=run_id)
-    cause = payloads.root_cause(run) if run.status != ValidationRun.Status.PASSED else (
-        note.strip() or "quarantined by an operator")
+    data = payloads.root_cause_data(run)
+    cause = payloads.cause_line(data, run) if data is not None else (note.strip() or "quarantined by an operator")
     slurm_name, kubernetes_name = node.scheduler_names
     with transaction.atomic():
-        _webhook(Event.QUARANTINED, node, run, cause)
+        _webhook(Event.QUARANTINED, node, run, cause, data)
         if settings.CUDAWEB_SLURM_CONTROLLER:
             delivery_create(kind=Kind.SLURM_DRAIN, event=Event.QUARANTINED, node=node, run=run,
                             payload={"slurm_name": slurm_name, "argv": slurm.drain_argv(slurm_name, cause)})

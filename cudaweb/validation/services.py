@@ -32,6 +32,7 @@ ERROR_STATES = (
     (base.HostKeyUnknown, Status.HOST_KEY_MISMATCH),
     (base.AuthFailed, Status.AUTH_FAILED),
     (base.Unreachable, Status.UNREACHABLE),
+    (base.HostSetupError, Status.AGENT_ERROR),  # the node's SSH setup cannot take the agent: its reason names the fix
 )
 
 

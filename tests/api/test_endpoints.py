@@ -198,3 +198,27 @@ def test_the_openapi_document_is_public_and_names_every_operation(client):
 
 def test_the_triage_cap_setting_exists():
     assert settings.CUDAWEB_TRIAGE_CAP > 0
+
+
+def _xid_failure():
+    report = real_report()
+    for check in report["checks"]:
+        if check["id"] == "driver.gpu_health":
+            check.update(status="fail", summary="GPU 3 fell off the bus (Xid 79)", signatures=["gpu_fallen_off_bus"])
+    report["verdict"] = "fail"
+    return report
+
+
+def test_a_failed_run_and_its_node_give_the_root_cause_as_data(client, token_for, fleet):
+    token = token_for("viewer")
+    run = stored_run(fleet["b"], _xid_failure())
+    body = _json(client.get("/api/v1/runs/%s/" % run.id, **bearer(token)))
+    cause = body["root_cause"]
+    assert (cause["check"], cause["layer"], cause["status"]) == ("driver.gpu_health", "L1", "fail")
+    assert cause["summary"] == "GPU 3 fell off the bus (Xid 79)" and cause["signatures"] == ["gpu_fallen_off_bus"]
+    assert cause["playbook"]["id"] == "gpu_hardware" and cause["playbook"]["first_fix"]
+    nodes = {n["name"]: n for n in _json(client.get("/api/v1/nodes/", **bearer(token)))["nodes"]}
+    assert nodes["gpu-b"]["root_cause"] == cause and nodes["gpu-a"]["root_cause"] is None  # gpu-a passed
+    assert _json(client.get("/api/v1/nodes/gpu-b/", **bearer(token)))["root_cause"] == cause
+    passed = ValidationRun.objects.filter(node=fleet["a"]).get()
+    assert _json(client.get("/api/v1/runs/%s/" % passed.id, **bearer(token)))["root_cause"] is None

@@ -10,6 +10,7 @@ from cudaweb.embedded import free_port
 from cudaweb.nodes.models import Node
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_finish
 from tests.api.conftest import bearer
 from tests.drift.helpers import real_report, scaled, stored_run
 
@@ -97,3 +98,33 @@ def test_who_may_scrape(client, token_for, settings, broker_down):
     settings.CUDAWEB_METRICS_TOKEN = "m" * 40
     assert client.get("/metrics", **bearer("m" * 40)).status_code == 200
     assert client.post("/metrics", **bearer("m" * 40)).status_code == 405
+
+
+def _xid_failure():
+    report = scaled(real_report(), statuses={"driver.gpu_health": "fail"})
+    next(c for c in report["checks"] if c["id"] == "driver.gpu_health").update(
+        summary="GPU 3 fell off the bus (Xid 79)", signatures=["gpu_fallen_off_bus"])
+    return report
+
+
+def test_failing_nodes_have_their_root_cause_in_bounded_queries(client, token_for, broker_down):
+    token = token_for("viewer")
+    client.get("/metrics", **bearer(token))
+    stored_run(Node.objects.create(name="gpu-ok", transport=Node.Transport.LOCAL), real_report())
+    unreachable = ValidationRun.objects.create(node=Node.objects.create(name="gpu-off", transport="local"),
+                                               status=ValidationRun.Status.RUNNING)
+    run_finish(run=unreachable, status=ValidationRun.Status.UNREACHABLE, reason="cannot reach it")
+
+    def scrape(failing):
+        for i in range(Node.objects.filter(name__startswith="bad-").count(), failing):
+            stored_run(Node.objects.create(name="bad-%03d" % i, transport=Node.Transport.LOCAL), _xid_failure())
+        with CaptureQueriesContext(connection) as captured:
+            samples = _samples(client.get("/metrics", **bearer(token)))
+        return samples, len(captured)
+    few, few_queries = scrape(2)
+    many, many_queries = scrape(20)
+    assert few_queries == many_queries
+    info = {dict(ls)["node"]: dict(ls) for (n, ls), v in many.items() if n == "cudaweb_node_root_cause_info" and v == 1}
+    assert set(info) == {"gpu-off"} | {"bad-%03d" % i for i in range(20)}  # gpu-ok passed: no series
+    assert info["bad-007"] == {"node": "bad-007", "check": "driver.gpu_health", "playbook": "gpu_hardware"}
+    assert info["gpu-off"] == {"node": "gpu-off", "check": "UNREACHABLE", "playbook": ""}

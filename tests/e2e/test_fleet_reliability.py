@@ -34,10 +34,10 @@ def manage(*args, **env):
                           timeout=240)
 
 
-def test_redis_down_is_a_clear_message_exit_2_and_nothing_kept():
+def test_redis_down_is_a_clear_message_exit_3_and_nothing_kept():
     node_register_local(python_path=sys.executable)
     done = manage("validate_node", "localhost", "--wait", REDIS_URL="redis://127.0.0.1:%d/0" % free_port())
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 3, done.stderr
     assert "the task queue (Redis) does not answer" in done.stderr and "nothing was queued" in done.stderr
     assert not ValidationRun.objects.exists()
 
@@ -50,7 +50,7 @@ def test_several_nodes_by_label_print_a_list_and_a_busy_node_answers_with_its_li
     assert done.returncode == 1, done.stderr  # no GPU here: the verdicts are fail
     results = json.loads(done.stdout)
     assert [r["node"] for r in results] == ["rack-a1", "rack-a2"]
-    assert all(set(r) == {"node", "run", "status", "reason", "report"} and r["status"] == "FAILED" for r in results)
+    assert all(set(r) == {"node", "run", "status", "reason", "root_cause", "report"} and r["status"] == "FAILED" for r in results)
     slow = Node.objects.create(name="slow", transport=Node.Transport.LOCAL, python_path=str(FAKES / "hanging-python"),
                                agent_timeout_s=20)
     first = manage("validate_node", "slow").stdout.split()

@@ -29,15 +29,22 @@ def test_local_node_fail_verdict_exits_1_and_prints_the_report(celery_worker):
     printed = json.loads(done.stdout)
     assert printed["status"] == "FAILED" and printed["report"]["verdict"] == "fail"
     assert {c["id"] for c in printed["report"]["checks"]} >= {"host.system", "driver.nvidia_smi", "torch.build"}
+    failing = [c for c in printed["report"]["checks"] if c["status"] in ("fail", "error")]
+    cause = printed["root_cause"]  # the lowest failing check, as the run page and the API name it
+    assert cause["check"] in {c["id"] for c in failing} and cause["status"] in ("fail", "error")
+    assert cause["layer"] == min(c["layer"] for c in failing if c["layer"].startswith("L"))
 
 
-def test_unreachable_node_exits_2(celery_worker):
+def test_unreachable_node_exits_3_with_its_reason_as_the_root_cause(celery_worker):
     Node.objects.create(name="gone", address="127.0.0.1", port=1, username="root", python_path="python3")
     done = validate_node("gone", "--wait", "--json")
-    assert done.returncode == 2, done.stderr
-    assert json.loads(done.stdout)["status"] in ("UNREACHABLE", "AUTH_FAILED", "HOST_KEY_MISMATCH")
+    assert done.returncode == 3, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["status"] in ("UNREACHABLE", "AUTH_FAILED", "HOST_KEY_MISMATCH")
+    assert printed["root_cause"]["check"] is None and printed["root_cause"]["status"] == printed["status"]
 
 
-def test_unknown_node_is_a_clear_error():
+def test_unknown_node_is_a_usage_error_exit_2():
     done = validate_node("no-such-node")
-    assert done.returncode == 1 and "no node named 'no-such-node'" in done.stderr
+    assert done.returncode == 2 and "no node named 'no-such-node'" in done.stderr
+    assert validate_node("--label", "nope").returncode == 2 and validate_node().returncode == 2

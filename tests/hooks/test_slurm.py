@@ -70,7 +70,8 @@ def test_quarantine_drains_and_acceptance_resumes(slurm, controller, gpu_node, a
     state, reason = state_and_reason(slurm.show_node())
     assert "DRAIN" in state.split("+")
     # Every argument quoted (nothing ran); double quotes become single ones, which scontrol keeps.
-    assert reason == "cudaweb: L1 driver.gpu_health: %s" % TRICKY.replace('"', "'")
+    # The root cause: the check, its playbook, its summary.
+    assert reason == "cudaweb: L1 driver.gpu_health [gpu_hardware]: %s" % TRICKY.replace('"', "'")
     assert not os.path.exists("/tmp/cudaweb-pwned")
     drain = HookDelivery.objects.get(kind="slurm_drain")
     assert drain.status == "delivered" and drain.attempts == 1
@@ -95,3 +96,14 @@ def test_an_unknown_slurm_node_fails_after_bounded_tries(slurm, controller, admi
     decide(node, stored_run(node, failing_report("Xid 48")), "quarantined", admin_user)
     drain = HookDelivery.objects.get(kind="slurm_drain")
     assert drain.status == "failed" and drain.attempts == 2 and "Invalid node name" in drain.last_error
+
+
+def test_the_drain_reason_names_the_check_and_its_playbook(admin_user, settings, eager_celery):
+    """Without slurmctld: the drain's argv as kept (its controller is no node, so nothing is sent)."""
+    settings.CUDAWEB_SLURM_CONTROLLER = "slurm-ctl"
+    node = Node.objects.create(name="gpu-0042.cluster", slurm_name="gpu-fake-01", transport=Node.Transport.LOCAL)
+    run = stored_run(node, failing_report("GPU 3 fell off the bus (Xid 79) " + "x" * 400))
+    decide(node, run, "quarantined", admin_user)
+    reason = HookDelivery.objects.get(kind="slurm_drain").payload["argv"][3]
+    assert reason.startswith("Reason=cudaweb: L1 driver.gpu_health [gpu_hardware]: GPU 3 fell off the bus")
+    assert len(reason) == len("Reason=") + 200

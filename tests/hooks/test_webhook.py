@@ -182,3 +182,58 @@ def test_a_delivery_that_cannot_be_sent_ends_failed_and_a_lost_one_is_queued_aga
         assert services.deliveries_sweep(older_than_s=60) == 0  # touched now: not swept twice
     finally:
         tasks.deliver.apply_async = original
+
+
+@pytest.mark.django_db
+def test_a_failed_run_carries_its_root_cause_as_data(receiver, node, eager_celery):
+    receiver.statuses.clear()
+    report = failing_report()
+    for check in report["checks"]:
+        if check["id"] == "driver.gpu_health":
+            check.update(summary="GPU 3 fell off the bus (Xid 79)", signatures=["gpu_fallen_off_bus"])
+    stored_run(node, report)
+    message = receiver.requests[-1]["json"]
+    assert message["root_cause"]["check"] == "driver.gpu_health" and message["root_cause"]["layer"] == "L1"
+    assert message["root_cause"]["playbook"]["id"] == "gpu_hardware"
+    fields = {f["title"]: f["value"] for f in message["attachments"][0]["fields"]}
+    assert fields["Playbook"].startswith("GPU hardware fault") and fields["Root cause"].startswith("L1 driver.gpu_health [gpu_hardware]: GPU 3")
+
+
+HOSTILE = "<!channel> pay here <http://evil.example/|Click here> & more"
+ESCAPED = "&lt;!channel&gt; pay here &lt;http://evil.example/|Click here&gt; &amp; more"
+
+
+def _texts(message):
+    attachment = message["attachments"][0]
+    yield message["text"]
+    yield attachment["fallback"]
+    yield attachment["title"]
+    for field in attachment["fields"]:
+        yield field["value"]
+
+
+@pytest.mark.django_db
+def test_host_written_text_cannot_post_mentions_or_links(receiver, node, eager_celery):
+    receiver.statuses.clear()
+    report = failing_report()
+    for check in report["checks"]:
+        if check["id"] == "driver.gpu_health":
+            check.update(summary=HOSTILE, signatures=[HOSTILE])
+    run = stored_run(node, report)
+    message = receiver.requests[-1]["json"]
+    texts = list(_texts(message))
+    assert not [t for t in texts if "<!" in t or "<http://evil" in t]
+    assert ESCAPED in message["text"] and message["text"].endswith("<https://cudaweb.example.org/runs/%s/|run>" % run.id)
+    assert message["root_cause"]["summary"] == ESCAPED and message["root_cause"]["signatures"] == [ESCAPED]
+
+
+@pytest.mark.django_db
+def test_an_operator_note_and_a_node_name_are_escaped(receiver, admin_user, eager_celery):
+    receiver.statuses.clear()
+    node = Node.objects.create(name="gpu<!here>", transport=Node.Transport.LOCAL)  # a name from before the validator
+    run = stored_run(node, real_report())
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        acceptance_decide(node=node, run=run, decision="quarantined", user=admin_user, note=HOSTILE)
+    message = receiver.requests[-1]["json"]
+    assert ESCAPED in message["text"] and message["text"].startswith("*gpu&lt;!here&gt;* was quarantined")
+    assert not [t for t in _texts(message) if "<!" in t or "<http://evil" in t]

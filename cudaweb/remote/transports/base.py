@@ -24,6 +24,12 @@ class HostKeyUnknown(TransportError):
     pass
 
 
+class HostSetupError(TransportError):
+    """The node let us log in but its SSH setup cannot take or start the agent (no exec channel, no writable home,
+    a login shell that refuses commands, a copy that arrives changed). The message names the fix; the run ends in a
+    node-side state (AGENT_ERROR), never as the dashboard's error."""
+
+
 class TimedOut(TransportError):
     def __init__(self, message, stdout="", stderr=""):
         super().__init__(message)

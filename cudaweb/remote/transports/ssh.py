@@ -1,4 +1,5 @@
-"""SSH transport (paramiko): pinned host key, agent upload by content hash, budgeted execution."""
+"""SSH transport (paramiko): pinned host key, agent upload by content hash over the exec channel (no SFTP needed),
+budgeted execution."""
 
 import base64
 import hashlib
@@ -11,11 +12,15 @@ import time
 import paramiko
 
 from cudaweb.remote.transports.base import (
-    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, TimedOut, Unreachable, agent_command, read_bounded,
+    AuthFailed, ExecResult, HostKeyMismatch, HostKeyUnknown, HostSetupError, TimedOut, Unreachable, agent_command,
+    read_bounded,
 )
 
 CACHE_DIR = ".cache/cudaweb"  # relative to the login's home directory
 BACKSTOP_S = 20  # coreutils timeout acts first; this is the backstop
+UPLOAD_TIMEOUT_S = 120
+# sha256 of a file on the host: coreutils, else BSD/macOS shasum; prints nothing when neither is there
+SHA256 = "{ sha256sum %(f)s 2>/dev/null || shasum -a 256 %(f)s 2>/dev/null; } | cut -d' ' -f1"
 
 
 def fingerprint(key):
@@ -111,10 +116,30 @@ class SSHTransport:
             self.client.close()
             self.client = None
 
-    def _run_simple(self, command, timeout=30):
-        _, stdout, stderr = self.client.exec_command(command, timeout=timeout)
-        status = stdout.channel.recv_exit_status()
-        return status, stdout.read().decode("utf-8", "replace"), stderr.read().decode("utf-8", "replace")
+    def _exec(self, command, stdin=None, timeout=UPLOAD_TIMEOUT_S):
+        """Run a shell command on the host over a session channel, `stdin` (bytes) written to it then closed:
+        (status, stdout, stderr). A channel the host refuses or drops is its SSH setup, named as such."""
+        try:
+            channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
+            try:
+                channel.settimeout(timeout)
+                channel.exec_command(command)
+                if stdin is not None:
+                    channel.sendall(stdin)
+                    channel.shutdown_write()
+                out, err = channel.makefile("rb").read(), channel.makefile_stderr("rb").read()
+                status = channel.recv_exit_status()
+            finally:
+                channel.close()
+        except (socket.timeout, TimeoutError):
+            raise HostSetupError("%s on %s gave no answer in %d s: is the login shell %s@%s interactive (a menu, a "
+                                 "prompt)? Give the user a plain shell" % (command.split()[0], self.address, timeout,
+                                                                          self.username, self.address))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostSetupError("the SSH server of %s accepted the login of %s but refused to run a command (%s): "
+                                 "allow command execution for this user (no ForceCommand, no restricted shell)" % (
+                                     self.address, self.username, exc or type(exc).__name__))
+        return status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     def run_command(self, argv, timeout_s=30):
         """Run a short command on the host, every argument quoted (shlex.quote), and return its ExecResult."""
@@ -129,30 +154,43 @@ class SSHTransport:
         return ExecResult(status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
     def upload_agent(self, payload, digest):
-        """Put the zipapp at ~/.cache/cudaweb/cudaprobe-<digest>.pyz unless it is already there."""
+        """Put the zipapp at ~/.cache/cudaweb/cudaprobe-<digest>.pyz unless a copy with its sha256 is there. The bytes
+        go over the exec channel (`cat > file` fed on stdin), so a host without the SFTP subsystem works too, and
+        the copy's sha256 is checked before it is moved into place."""
         path = posixpath.join(CACHE_DIR, "cudaprobe-%s.pyz" % digest[:16])
-        status, _, err = self._run_simple("mkdir -p %s && chmod 700 %s" % (CACHE_DIR, CACHE_DIR))
+        partial = path + ".part"
+        want = hashlib.sha256(payload).hexdigest()
+        status, out, err = self._exec("mkdir -p %s && chmod 700 %s && { %s; }" % (
+            CACHE_DIR, CACHE_DIR, SHA256 % {"f": shlex.quote(path)}))
         if status != 0:
-            raise Unreachable("cannot create %s on the host: %s" % (CACHE_DIR, err.strip()))
-        sftp = self.client.open_sftp()
-        try:
-            try:
-                if sftp.stat(path).st_size == len(payload):
-                    return path
-            except FileNotFoundError:
-                pass
-            partial = path + ".part"
-            with sftp.open(partial, "wb") as fh:
-                fh.write(payload)
-            sftp.posix_rename(partial, path)
-        finally:
-            sftp.close()
+            raise HostSetupError("cannot create ~/%s on %s as %s: %s. The user needs a login shell that runs "
+                                 "commands and a writable home directory" % (
+                                     CACHE_DIR, self.address, self.username, _first_line(err) or "exit %d" % status))
+        if out.strip() == want:
+            return path
+        status, _, err = self._exec("cat > %s" % shlex.quote(partial), stdin=payload)
+        if status != 0:
+            raise HostSetupError("cannot write the agent to ~/%s on %s: %s. Free space in the user's home "
+                                 "directory or make it writable" % (partial, self.address,
+                                                                    _first_line(err) or "exit status %d" % status))
+        status, out, err = self._exec(SHA256 % {"f": shlex.quote(partial)})
+        if out.strip() != want:
+            raise HostSetupError("the agent's copy on %s does not match what was sent (sha256 %s, expected %s): %s" % (
+                self.address, out.strip()[:64] or "unknown: neither sha256sum nor shasum on the host", want[:16],
+                "install coreutils (sha256sum)" if not out.strip() else "check the disk of the host"))
+        status, _, err = self._exec("mv -f %s %s" % (shlex.quote(partial), shlex.quote(path)))
+        if status != 0:
+            raise HostSetupError("cannot move the agent into place on %s: %s" % (self.address, _first_line(err)))
         return path
 
     def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
         command = shlex.join(agent_command(python, agent_path, agent_args, limit_s, env))
-        channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
-        channel.exec_command(command)
+        try:
+            channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
+            channel.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostSetupError("the SSH server of %s refused to start the agent (%s): allow command execution for "
+                                 "%s" % (self.address, exc or type(exc).__name__, self.username))
         deadline = time.monotonic() + limit_s + BACKSTOP_S
         try:
             stdout, stderr, truncated = read_bounded(_Channel(channel), limit_s, deadline, self.output_cap,
@@ -161,6 +199,10 @@ class SSHTransport:
         finally:
             channel.close()
         return ExecResult(status, stdout, stderr, truncated)
+
+
+def _first_line(text):
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
 
 
 class _Channel:

@@ -1,11 +1,12 @@
 """`manage.py api_token USER [--name N] [--revoke ID] [--list]`: issue (the default), revoke or list a user's tokens."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from cudaweb.accounts.roles import role_of
 from cudaweb.api.models import ApiToken
 from cudaweb.api.services import token_issue, token_revoke
+from cudaweb.cli import InputError
 
 
 class Command(BaseCommand):
@@ -21,11 +22,11 @@ class Command(BaseCommand):
         try:
             user = get_user_model().objects.get(username=username)
         except get_user_model().DoesNotExist:
-            raise CommandError("no user %r" % username)
+            raise InputError("no user %r" % username)
         if revoke is not None:
             token = ApiToken.objects.filter(id=revoke, user=user).first()
             if token is None:
-                raise CommandError("%s has no token %d" % (username, revoke))
+                raise InputError("%s has no token %d" % (username, revoke))
             done = token_revoke(token=token)
             self.stdout.write("token %d %s" % (token.id, "revoked" if done else "was already revoked"))
             return

@@ -2,8 +2,9 @@
 
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from cudaweb.cli import InputError
 from cudaweb.drift.demo import seed
 from cudaweb.nodes.models import Node
 
@@ -19,9 +20,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options["nodes"] < 1 or options["runs_per_node"] < 1:
-            raise CommandError("--nodes and --runs-per-node must be at least 1")
+            raise InputError("--nodes and --runs-per-node must be at least 1")
         if Node.objects.filter(name__startswith=options["prefix"] + "-gpu-").exists():
-            raise CommandError("demo nodes named %s-gpu-* exist already; use another --prefix" % options["prefix"])
+            raise InputError("demo nodes named %s-gpu-* exist already; use another --prefix" % options["prefix"])
         started = time.monotonic()
         nodes = seed(nodes=options["nodes"], runs_per_node=options["runs_per_node"], seed=options["seed"],
                      prefix=options["prefix"], stdout=self.stdout)

@@ -2,9 +2,10 @@
 of CUDAWEB_CREDENTIAL_KEYS), in one transaction. Afterwards the older keys may be dropped from the list."""
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from cudaweb.cli import InputError
 from cudaweb.nodes.services import credentials_rotate
 
 
@@ -16,5 +17,5 @@ class Command(BaseCommand):
             with transaction.atomic():
                 count = credentials_rotate()
         except ImproperlyConfigured as exc:
-            raise CommandError("%s; nothing was changed" % exc)
+            raise InputError("%s; nothing was changed" % exc)
         self.stdout.write("%d stored keys re-encrypted with the newest credential key" % count)

@@ -4,8 +4,9 @@ import json
 import sys
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from cudaweb.cli import InputError
 from cudaweb.playbooks.matcher import triage
 
 
@@ -24,7 +25,7 @@ class Command(BaseCommand):
             with open(name, "rb") as fh:
                 return fh.read(cap).decode("utf-8", "replace")
         except OSError as exc:
-            raise CommandError("cannot read %s: %s" % (name, exc.strerror or exc))
+            raise InputError("cannot read %s: %s" % (name, exc.strerror or exc))
 
     def handle(self, *args, **options):
         results = [{"input": name, **triage(self._read(name)).as_dict()} for name in options["files"]]

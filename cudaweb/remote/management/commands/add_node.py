@@ -4,9 +4,10 @@
 import re
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import IntegrityError
 
+from cudaweb.cli import InputError
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.services import node_register_local
 from cudaweb.remote.connect import ssh_node_create
@@ -32,31 +33,31 @@ class Command(BaseCommand):
         labels = [label.strip() for label in options["labels"].split(",") if label.strip()]
         devices = options["visible_devices"].strip()
         if not re.fullmatch(r"[A-Za-z0-9,:-]*", devices):
-            raise CommandError("--visible-devices takes GPU indexes or UUIDs, comma separated")
+            raise InputError("--visible-devices takes GPU indexes or UUIDs, comma separated")
         if Node.objects.filter(name=options["name"]).exists():
-            raise CommandError("a node named %r exists" % options["name"])
+            raise InputError("a node named %r exists" % options["name"])
         if options["transport"] == "local":
             node = node_register_local(name=options["name"], python_path=options["python"] or sys.executable)
             Node.objects.filter(id=node.id).update(labels=labels or node.labels)
         else:
             missing = [flag for flag in ("address", "user", "key_file") if not options[flag]]
             if missing:
-                raise CommandError("--transport ssh needs %s" % ", ".join("--" + m.replace("_", "-") for m in missing))
+                raise InputError("--transport ssh needs %s" % ", ".join("--" + m.replace("_", "-") for m in missing))
             if not 1 <= options["port"] <= 65535:
-                raise CommandError("--port must be 1-65535")
+                raise InputError("--port must be 1-65535")
             try:
                 with open(options["key_file"]) as fh:
                     key = fh.read(65536)
             except OSError as exc:
-                raise CommandError("cannot read the key file: %s" % (exc.strerror or exc))
+                raise InputError("cannot read the key file: %s" % (exc.strerror or exc))
             try:
                 node = ssh_node_create(name=options["name"], address=options["address"], port=options["port"],
                                        username=options["user"], python_path=options["python"] or "python3",
                                        labels=labels, private_key=key)
             except AuthFailed as exc:
-                raise CommandError(str(exc))
+                raise InputError(str(exc))
             except IntegrityError:
-                raise CommandError("a node named %r exists" % options["name"])
+                raise InputError("a node named %r exists" % options["name"])
         if devices:
             Node.objects.filter(id=node.id).update(visible_devices=devices)
         self.stdout.write("%s %s" % (node.name, node.id))

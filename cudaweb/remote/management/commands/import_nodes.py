@@ -2,9 +2,10 @@
 [--user U]: register or update nodes from a CSV file, an Ansible INI inventory or `scontrol show nodes` output, in
 one transaction (nothing is kept when a line is wrong)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from cudaweb.cli import InputError
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.nodes.services import node_register_local
 from cudaweb.remote.connect import ssh_node_create
@@ -34,18 +35,18 @@ class Command(BaseCommand):
         try:
             text = self.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
         except (OSError, UnicodeDecodeError) as exc:
-            raise CommandError("cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc))
+            raise InputError("cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc))
         credential = None
         if options["credential"]:
             credential = SSHCredential.objects.filter(name=options["credential"]).first()
             if credential is None:
-                raise CommandError("no stored credential named %r" % options["credential"])
+                raise InputError("no stored credential named %r" % options["credential"])
         extra = [label.strip() for label in options["labels"].split(",") if label.strip()]
         fmt = options["format"] or guess_format(path, text)
         try:
             entries = PARSERS[fmt](text)
         except InventoryError as exc:
-            raise CommandError("%s: %s" % (path, exc))
+            raise InputError("%s: %s" % (path, exc))
         errors, seen = [], {}
         for entry in entries:
             entry["user"] = entry["user"] or options["user"]
@@ -61,7 +62,7 @@ class Command(BaseCommand):
         if not entries:
             errors.append("no nodes found (read as %s)" % fmt)
         if errors:
-            raise CommandError("%s: nothing imported:\n  %s" % (path, "\n  ".join(errors)))
+            raise InputError("%s: nothing imported:\n  %s" % (path, "\n  ".join(errors)))
         with transaction.atomic():
             counts = {"created": 0, "updated": 0, "unchanged": 0}
             for entry in entries:

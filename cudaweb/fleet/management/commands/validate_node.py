@@ -1,23 +1,26 @@
-"""manage.py validate_node (NAME... | --label L) [--mode M] [--wait] [--json]."""
+"""manage.py validate_node (NAME... | --label L) [--mode M] [--wait] [--json]. In fleet, above playbooks: the JSON
+names each run's root cause with its playbook."""
 
 import json
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
+from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import agent_budget_s, run_request
 
-EXIT_PASS, EXIT_FINDINGS, EXIT_INCOMPLETE = 0, 1, 2
 GRACE_S = 180  # queueing and transport on top of the agent's own budget
 
 
 class Command(BaseCommand):
     help = ("Validate nodes through the worker. Without --wait print the run ids (a node with a live run answers "
-            "with that run). With --wait: exit 0 all passed, 1 a warning or failure, 2 a run could not complete.")
+            "with that run). With --wait: exit 0 all passed, 1 a warning or failure, 3 a run could not complete; "
+            "2 a usage or input error (an unknown node).")
 
     def add_arguments(self, parser):
         parser.add_argument("nodes", nargs="*", metavar="NAME", help="node names")
@@ -28,16 +31,16 @@ class Command(BaseCommand):
 
     def _nodes(self, options):
         if bool(options["nodes"]) == bool(options["label"]):
-            raise CommandError("name nodes or give --label, not both")
+            raise InputError("name nodes or give --label, not both")
         if options["label"]:
             nodes = list(nodes_with_label(options["label"]).order_by("name"))
             if not nodes:
-                raise CommandError("no node has the label %r" % options["label"])
+                raise InputError("no node has the label %r" % options["label"])
             return nodes
         found = {n.name: n for n in Node.objects.filter(name__in=options["nodes"])}
         missing = [name for name in options["nodes"] if name not in found]
         if missing:
-            raise CommandError("no node named %s" % ", ".join(map(repr, missing)))
+            raise InputError("no node named %s" % ", ".join(map(repr, missing)))
         return [found[name] for name in dict.fromkeys(options["nodes"])]
 
     def handle(self, *args, **options):
@@ -47,7 +50,7 @@ class Command(BaseCommand):
             try:
                 runs.append(run_request(node=node, mode=options["mode"]))
             except BrokerUnavailable as exc:
-                raise CommandError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
+                raise InputError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
                     str(r.id) for r in runs)), returncode=EXIT_INCOMPLETE)
         if not options["wait"]:
             for run in runs:
@@ -61,7 +64,8 @@ class Command(BaseCommand):
                     run.refresh_from_db()
         results = [{"node": run.node.name, "run": str(run.id), "status": run.status,
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
-                    "running?" % run.status, "report": run.report} for run in runs]
+                    "running?" % run.status, "root_cause": run_root_cause(run=run), "report": run.report}
+                   for run in runs]
         if options["json"]:
             self.stdout.write(json.dumps(results[0] if len(results) == 1 and options["nodes"] and
                                          len(options["nodes"]) == 1 else results, indent=1))
