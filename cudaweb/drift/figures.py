@@ -8,24 +8,29 @@ from cudaweb.drift.catalog import METRICS
 HOST_COPY = ("h2d_pinned_gbs", "d2h_pinned_gbs")
 DIGITS = {"TFLOP/s": "0", "img/s": "0", "GB/s": "1", "C": "0"}  # as precise as the figure is
 UNITLESS = {"ddp_scaling": "of linear"}  # a ratio: said in words
+SHOWN_AS = {"C": "°C"}
 
 
-def expected_value(sku, metric):
-    """What `metric` should reach on a healthy GPU of this SKU row, or None where it depends on more than the
-    model (P2P, NCCL: the links between the GPUs) or the table has no figure for it."""
+def display_unit(name, unit):
+    """The unit a page prints for a catalogue metric."""
+    return SHOWN_AS.get(unit, unit) or UNITLESS.get(name, "")
+
+
+def expected_of(sku, metric):
+    """What `metric` should reach on a healthy GPU of this SKU row (an expectations.Expected), or None where it
+    depends on more than the model (P2P, NCCL: the links between the GPUs) or the table has no figure for it."""
     if sku is None:
         return None
     if metric in expectations.MATMUL_KEYS:
-        found = expectations.expected_matmul(sku, metric)
-    elif metric in HOST_COPY:
-        found = expectations.expected_host_copy(sku, metric)
-    else:
-        found = expectations.expected_measured(sku, metric)
-    return found.value if found is not None else None
+        return expectations.expected_matmul(sku, metric)
+    if metric in HOST_COPY:
+        return expectations.expected_host_copy(sku, metric)
+    return expectations.expected_measured(sku, metric)
 
 
 def run_figures(*, run):
-    """[{name, label, unit, value, expected}] for each catalogue metric the run measured, in catalogue order."""
+    """[{name, label, unit, value, expected, judged, basis}] for each catalogue metric the run measured, in catalogue
+    order; `judged` is the agent's own rule (pass | warn | fail against the expectation), None without one."""
     metrics = run.metrics or {}
     sku = expectations.sku_for((run.inventory or {}).get("gpu_model") or "")
     figures = []
@@ -33,6 +38,10 @@ def run_figures(*, run):
         value = metrics.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        figures.append({"name": name, "label": metric.label, "unit": metric.unit or UNITLESS.get(name, ""),
-                        "value": value, "expected": expected_value(sku, name), "digits": DIGITS.get(metric.unit, "2")})
+        expected = expected_of(sku, name)
+        judged = expectations.judge(value, expected)[0] if expected is not None else None
+        figures.append({"name": name, "label": metric.label, "unit": display_unit(name, metric.unit),
+                        "value": value, "expected": expected.value if expected is not None else None,
+                        "judged": judged, "basis": expected.basis if expected is not None else "",
+                        "digits": DIGITS.get(metric.unit, "2")})
     return figures

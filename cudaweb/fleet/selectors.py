@@ -56,6 +56,7 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
 
 
 GATING_ORDER = LAYERS + ("advisory",)
+RAN_MARK = "(ran, but cannot count as a pass above failed "  # the agent's engine.gate() suffix on a demoted pass
 
 
 def run_sections(*, checks, playbooks, cause=None):
@@ -88,7 +89,9 @@ def run_sections(*, checks, playbooks, cause=None):
                 "playbook": first.playbook if first else None,
                 "first_fix": first.playbook.fixes[0] if first and first.playbook.fixes else "",
                 "matched_lines": first.evidence if first else [],
-                "skipped": skipped_by.get(check.check_id, []), "downstream": downstream}
+                "skipped": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK not in c.summary],
+                "not_counted": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK in c.summary],
+                "downstream": downstream}
 
     root_entry = entry(root) if root else None
     findings = [entry(c) for c in checks if c.status in ("fail", "error", "warn") and c is not root]

@@ -109,3 +109,47 @@ def test_every_page_uses_the_components_and_the_stylesheet_has_both_schemes():
     # no status badge written by hand: the old per-page classes are gone
     offending = [str(p) for p in pages if re.search(r'class="(status|check) [sc]-', p.read_text())]
     assert offending == []
+
+
+def test_the_network_heatmap_has_units_shades_refreshes_and_names_a_missing_nccl_figure(operator_client):
+    from cudaweb.network.models import NetworkTest, PairResult
+
+    a, b, c = (Node.objects.create(name=n, transport="local") for n in ("net-a", "net-b", "net-c"))
+    test = NetworkTest.objects.create(status="RUNNING", plan="matrix")
+    test.nodes.set([a, b, c])
+    PairResult.objects.create(test=test, round=1, node_a=a, node_b=b, status="pass", gloo_latency_us=100.0,
+                              gloo_busbw_gbs=2.0, nccl_busbw_gbs=45.5)
+    PairResult.objects.create(test=test, round=1, node_a=a, node_b=c, status="pass", gloo_latency_us=450.0,
+                              gloo_busbw_gbs=1.0)
+    url = reverse("network:detail", args=[test.id])
+    page = operator_client.get(url).content.decode()
+    assert 'data-poll-url="%s?fragment=1"' % url in page  # refreshes itself while the test runs
+    matrix = page[page.index('id="matrix"'):page.index("</table>", page.index('id="matrix"'))]
+    assert 'class="heat-1"' in matrix and 'class="heat-5"' in matrix  # 1x and 4.5x the best latency
+    assert '<span class="unit">µs</span>' in matrix and '<span class="unit">GB/s</span>' in matrix
+    assert 'class="empty"' in matrix  # b-c not tested yet
+    pairs = page[page.index('id="pairs-card"'):]
+    assert "not run: no GPU that torch can use (gloo only)" in pairs
+    fragment = operator_client.get(url + "?fragment=1").content.decode()
+    assert fragment.lstrip().startswith("{#") is False and 'data-live="1"' in fragment and "<html" not in fragment
+    test.status = "DONE"
+    test.save()
+    assert 'data-live="0"' in operator_client.get(url + "?fragment=1").content.decode()
+    assert "data-poll-url" not in operator_client.get(url).content.decode()
+
+
+def test_triage_shows_confident_answers_apart_from_guesses_with_the_fix_open(operator_client):
+    body = operator_client.post(reverse("playbooks:triage"), {
+        "text": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}).content.decode()
+    confident = body[body.index('id="answers-confident"'):].split("</section>", 1)[0]
+    assert "CUDA out of memory" in confident and '<ol class="fixes">' in confident
+    assert "expandable_segments" in confident.split("<details>", 1)[0]  # the fixes are open, not folded
+    both = operator_client.post(reverse("playbooks:triage"), {"text": OOM_THEN_WATCHDOG}).content.decode()
+    confident = both[both.index('id="answers-confident"'):].split("</section>", 1)[0]
+    guesses = both[both.index('id="answers-guess"'):].split("</section>", 1)[0]
+    assert "· confident" in confident and "· confident" not in guesses and "a guess" in guesses
+    assert "a guess" not in confident and '<ol class="fixes">' not in guesses  # a guess keeps its fixes folded
+
+
+OOM_THEN_WATCHDOG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                     "of 139.81 GiB of which 1.02 GiB is free.\n[rank0]: Watchdog caught collective operation timeout")

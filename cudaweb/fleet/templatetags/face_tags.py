@@ -4,6 +4,8 @@ shows, and the 5 % steps the bar and column classes use (the Content-Security-Po
 from django import template
 
 from cudaweb.drift.catalog import METRICS
+from cudaweb.drift.figures import display_unit
+from cudaweb.fleet.selectors import RAN_MARK
 
 register = template.Library()
 
@@ -16,7 +18,6 @@ TONES = {
     "RUNNING": "live", "PENDING": "live",
     "skip": "skip", "new": "skip", "ready": "skip", "ran": "ran",
 }
-RAN_MARK = "(ran, but cannot count as a pass above failed "  # the agent's engine.gate() suffix
 
 
 @register.filter
@@ -71,7 +72,7 @@ def step5(value, total):
 def unit_of(metric):
     """A catalogue metric's unit (drift rows stored before units were kept name only the metric)."""
     found = METRICS.get(metric or "")
-    return (found.unit or "of linear") if found else ""
+    return display_unit(metric, found.unit) if found else ""
 
 
 @register.filter
@@ -81,3 +82,12 @@ def answers(result):
     return {"confident": [m for m in matches if m.confident],
             "likely": [m for m in matches if m.basis == "rules" and not m.confident],
             "guesses": [m for m in matches if m.basis != "rules"]}
+
+
+MARKS = {"pass": "✓", "warn": "!", "fail": "✕", "error": "✕", "skip": "–"}
+
+
+@register.filter
+def mark(status):
+    """The symbol a layer cell shows (the colour is not the only sign: colour-blind readers, print)."""
+    return MARKS.get(status or "", "·")

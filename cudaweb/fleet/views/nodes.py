@@ -12,6 +12,7 @@ from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeForm, ValidateForm
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
+from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.remote import connect
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
@@ -53,6 +54,7 @@ def node_detail(request, node_id):
         "node": node, "host_key": host_key, "runs": runs, "validate_form": ValidateForm(),
         "charts": drift_selectors.node_charts(node),
         "records": node.acceptance_records.select_related("decided_by")[:10],
+        "root_cause": run_root_cause(run=node.last_run),
     })
 
 
