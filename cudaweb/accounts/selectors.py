@@ -1,6 +1,6 @@
 """Reading the audit log: the events a filter selects, and one event as plain data for the exports."""
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
 
@@ -24,7 +24,7 @@ def audit_events(*, actor="", action="", object_type="", since=None, until=None)
         events = events.filter(object_type=object_type)
     if since:
         events = events.filter(when__gte=_day_start(since))
-    if until:
+    if until and until < date.max:  # to the end of time: no upper bound (the day after would overflow)
         events = events.filter(when__lt=_day_start(until + timedelta(days=1)))
     return events
 

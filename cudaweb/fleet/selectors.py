@@ -18,6 +18,7 @@ SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-stat
          "validated": "last_run__finished", "-validated": "-last_run__finished", "gpu": "gpu_model",
          "-gpu": "-gpu_model"}
 PER_PAGE = 50
+SEARCH_CAP = 255  # Node.address's max_length, the longest field searched
 
 
 def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
@@ -33,7 +34,8 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     if failing_layer in LAYERS:
         nodes = nodes.filter(**{"layer_status__%s" % failing_layer: "fail"})
     if q:
-        nodes = nodes.filter(Q(name__icontains=q) | Q(address__icontains=q))
+        # Longer than any name or address: it matches nothing (and SQLite refuses a LIKE pattern over 50,000 bytes).
+        nodes = nodes.filter(Q(name__icontains=q) | Q(address__icontains=q)) if len(q) <= SEARCH_CAP else nodes.none()
     nodes = nodes.order_by(SORTS.get(sort, "name"), "name")
     paginator = Paginator(nodes, per_page)
     current = paginator.get_page(page)

@@ -1,5 +1,8 @@
 """A node's page and its actions: add, host key, validate, pin a baseline."""
 
+import re
+import uuid
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,14 +22,19 @@ from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 RUNS_PER_PAGE = 25
+LOCAL_PATH = re.compile(r"^/(?![/\\])[\x21-\x7e]{0,2000}\Z")  # "/..." printable ASCII, not "//" or "/\\"
 
 
 def _back(request, node):
-    """Where a host-key step returns: the onboarding page when it came from there, else the node page."""
+    """Where a host-key step returns: the onboarding page when it came from there, else the node page. Only a
+    path of this site is followed; anything else (a URL, a malformed one, control characters) is ignored."""
     target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return redirect(target)
-    return redirect(node)
+    try:
+        local = bool(LOCAL_PATH.match(target)) and url_has_allowed_host_and_scheme(
+            target, allowed_hosts={request.get_host()})
+    except ValueError:  # urllib refuses it (e.g. an unclosed "[")
+        local = False
+    return redirect(target) if local else redirect(node)
 
 
 @guarded
@@ -111,7 +119,12 @@ def node_validate(request, node_id):
 @require_POST
 def node_baseline(request, node_id):
     node = get_object_or_404(Node, id=node_id)
-    run = get_object_or_404(ValidationRun, id=request.POST.get("run"), node=node)
+    try:
+        run_id = uuid.UUID(request.POST.get("run", ""))
+    except ValueError:
+        messages.error(request, "Choose a run of this node to pin.")
+        return redirect(node)
+    run = get_object_or_404(ValidationRun, id=run_id, node=node)
     try:
         baseline_pin(node=node, run=run)
         messages.info(request, "Run of %s pinned as the baseline." % run.created.strftime("%Y-%m-%d %H:%M"))

@@ -1,5 +1,7 @@
 """Onboarding a new node: host key, a full validation with live progress, then accept or quarantine."""
 
+import uuid
+
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,29 +11,31 @@ from cudaweb.fleet import services
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import DecisionForm
 from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.fleet.onboarding import decidable_run, onboarding_state
 from cudaweb.fleet.views.runs import run_context
-from cudaweb.nodes.models import HostKey, Node
+from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
 
+def _uuid(value):
+    """A form's run id, or None when it is not a UUID (a tampered form is a message, not a 500)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
 @guarded
 def node_onboard(request, node_id):
-    """Steps 2-4 of onboarding: the host key, a full validation with live progress, the decision."""
+    """Steps 2-4 of onboarding: the host key, a full validation with live progress, the decision (on the newest
+    finished run with a verdict, whatever started it), and "validate again" after any ending."""
     node = get_object_or_404(Node, id=node_id)
-    host_key = HostKey.objects.filter(node=node).first()
-    run = node.runs.filter(trigger=ValidationRun.Trigger.WIZARD).first()
-    record = node.acceptance_records.select_related("decided_by").first()
-    if node.is_local or (host_key and host_key.accepted):
-        step = "validate" if run is None else ("running" if run.is_live else "decide")
-    else:
-        step = "host_key"
-    if record is not None and run is not None and record.run_id == run.id:
-        step = "done"
+    state = onboarding_state(node=node)
     template = "fleet/_onboard_step.html" if request.GET.get("fragment") else "fleet/node_onboard.html"
-    return render(request, template, dict(run_context(request, run), node=node, host_key=host_key, record=record,
-                                          step=step, decision_form=DecisionForm()))
+    return render(request, template, dict(run_context(request, state["run"]), node=node, decision_form=DecisionForm(),
+                                          **state))
 
 
 @guarded
@@ -53,10 +57,18 @@ def onboard_validate(request, node_id):
 @require_POST
 def onboard_decide(request, node_id):
     node = get_object_or_404(Node, id=node_id)
-    run = get_object_or_404(ValidationRun, id=request.POST.get("run"), node=node)
+    run = ValidationRun.objects.filter(id=_uuid(request.POST.get("run")), node=node).first()
+    if run is None:
+        messages.error(request, "That run is not one of this node's: decide on the run the page shows.")
+        return redirect("fleet:node_onboard", node_id=node.id)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose accept or quarantine.")
+        return redirect("fleet:node_onboard", node_id=node.id)
+    newest = decidable_run(node=node)
+    if newest is not None and newest.id != run.id and not AcceptanceRecord.objects.filter(
+            node=node, run=run, token=form.cleaned_data["token"]).exists():
+        messages.error(request, "A newer run of this node has finished: the decision rests on it (run %s)." % newest.id)
         return redirect("fleet:node_onboard", node_id=node.id)
     try:
         record = services.acceptance_decide(node=node, run=run, decision=form.cleaned_data["decision"],
