@@ -2,8 +2,9 @@
 """Server time and query count of the fleet page, a node page and a comparison page, at 10 and 1,000 nodes.
 
 Usage: .venv/bin/python bench/fleet_pages.py [--nodes 10 1000] [--runs-per-node 100] [--repeat 20]
-Each fleet size gets its own PostgreSQL database (cudaweb_bench_<N> on 127.0.0.1:5432, or BENCH_PG_URL's
-server), seeded once with `seed_demo` and reused. Pages are rendered in-process by Django's test client
+Each fleet size gets its own PostgreSQL database (<BENCH_DB_PREFIX>_<N>, default cudaweb_bench_<N>, on
+127.0.0.1:5432, or BENCH_PG_URL's server), seeded once with `seed_demo` and reused. The pages are read by a user
+in the operator role (the bulk request needs it; a user in no role gets 403 everywhere). Pages are rendered in-process by Django's test client
 (no network), so the time printed is the server's: URL resolution, queries, template rendering.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+PREFIX = os.environ.get("BENCH_DB_PREFIX", "cudaweb_bench")
 
 
 def ensure_database(name, nodes, runs):
@@ -48,10 +50,12 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from cudaweb.accounts.roles import role_set
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 repeat = int(sys.argv[1])
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+role_set(user=user, role="operator")
 client = Client()
 client.force_login(user)
 node = Node.objects.order_by("name")[Node.objects.count() // 2]
@@ -59,7 +63,11 @@ runs = list(ValidationRun.objects.filter(node=node).order_by("created").values_l
 pages = [("fleet page", reverse("fleet:node_list")),
          ("fleet page, filtered (failing L1)", reverse("fleet:node_list") + "?failing_layer=L1"),
          ("node page", node.get_absolute_url()),
-         ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]]))]
+         ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]])),
+         ("run page (the node's latest run)", reverse("runs:run_detail", args=[runs[-1]]))]
+failing = Node.objects.filter(status="failing").exclude(last_run=None).order_by("name").first()
+if failing is not None:
+    pages.append(("run page (a failing node's latest run)", reverse("runs:run_detail", args=[failing.last_run_id])))
 live = sys.argv[2] == "live"
 if live:  # every node with a run in progress, as during a rack-wide validation
     idle = Node.objects.exclude(runs__status__in=ValidationRun.LIVE)
@@ -122,7 +130,7 @@ def main():
     args = parser.parse_args()
     for nodes in args.nodes:
         print("== %d nodes x %d runs (PostgreSQL)" % (nodes, args.runs_per_node), flush=True)
-        url = ensure_database("cudaweb_bench_%d" % nodes, nodes, args.runs_per_node)
+        url = ensure_database("%s_%d" % (PREFIX, nodes), nodes, args.runs_per_node)
         measure(url, args.repeat, live=args.live)
 
 
