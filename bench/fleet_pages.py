@@ -1,11 +1,12 @@
 #!/usr/bin/env python
-"""Server time and query count of the fleet page, a node page and a comparison page, at 10 and 1,000 nodes.
+"""Server time and query count of the fleet page, a node page, a comparison page and run pages, at 10 and 1,000
+nodes.
 
 Usage: .venv/bin/python bench/fleet_pages.py [--nodes 10 1000] [--runs-per-node 100] [--repeat 20]
 Each fleet size gets its own PostgreSQL database (<BENCH_DB_PREFIX>_<N>, default cudaweb_bench_<N>, on
 127.0.0.1:5432, or BENCH_PG_URL's server), seeded once with `seed_demo` and reused. The pages are read by a user
-in the operator role (the bulk request needs it; a user in no role gets 403 everywhere). Pages are rendered in-process by Django's test client
-(no network), so the time printed is the server's: URL resolution, queries, template rendering.
+in the operator role (the bulk request needs it; a user in no role gets 403 everywhere). Pages are rendered
+in-process by Django's test client (no network), so the time printed is the server's: URL resolution, queries, template rendering.
 """
 
 import argparse

@@ -170,7 +170,8 @@ class NetworkTestForm(forms.Form):
 class AuditFilterForm(forms.Form):
     """The audit page's filters; its exports take the same query string."""
 
-    actor = forms.CharField(required=False, max_length=150, help_text="username")
+    actor = forms.CharField(required=False, max_length=150, help_text="username",
+                            widget=forms.TextInput(attrs={"placeholder": "who (username)"}))
     action = forms.ChoiceField(required=False)
     object_type = forms.ChoiceField(required=False)
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="from")

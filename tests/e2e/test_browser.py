@@ -199,6 +199,12 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
     page.click("#skips summary")
     a11y.check(page, "run")
     _shot(page, "run")
+    # a GPU node's recorded fault (NCCL_P2P_LEVEL in an NCCL conf file): its figures against the H200's
+    page.goto(live_server.url + Node.objects.get(name="demo-gpu-0009").last_run.get_absolute_url())
+    assert page.inner_text("#root-cause").startswith("Root cause: comm.nccl")
+    assert " of " in page.inner_text("#figures") and "TFLOP/s" in page.inner_text("#figures")
+    a11y.check(page, "run of a GPU node")
+    _shot(page, "run-gpu")
 
     # The node: validated again from its page, judged against the baseline the decision pinned
     page.goto(live_server.url + node.get_absolute_url())
@@ -211,6 +217,10 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
     page.goto(live_server.url + node.get_absolute_url())
     assert "Root cause" in page.inner_text("#node-facts")
     a11y.check(page, "node")
+    # a node with history (and a GPU) for the picture: its charts against the baseline and the peers' band
+    page.goto(live_server.url + Node.objects.get(name="demo-gpu-0009").get_absolute_url())
+    page.wait_for_selector("#metric-chart")
+    a11y.check(page, "node with history")
     _shot(page, "node")
 
     # The network between the two lab nodes: the heatmap refreshes itself until the test is done
@@ -262,4 +272,4 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
         dark.goto(live_server.url + url)
         a11y.check(dark, name)
     assert a11y.blocking == [], "\n".join(a11y.blocking)
-    assert len(a11y.pages) == 19
+    assert len(a11y.pages) == 21

@@ -91,7 +91,8 @@ def test_figures_carry_units_and_the_expectation_of_their_gpu_model(operator_cli
     figures = figures.split("</section>", 1)[0]
     bf16 = figures[figures.index("bf16 matmul"):].split("</tr>", 1)[0]
     # 780.99 measured; the agent's table: 79.6 % of the H200's 989.5 TFLOP/s dense peak
-    assert re.search(r'<span class="value">781</span> <span class="expect">of 788</span> <span class="unit">TFLOP/s', bf16)
+    assert re.search(r'<span class="value">781</span> <span class="expect">of 788</span> '
+                     r'<span class="unit">TFLOP/s', bf16)
     for row in figures.split("<tr>")[2:]:
         assert '<span class="unit">' in row, row  # every figure has its unit
 
@@ -151,5 +152,6 @@ def test_triage_shows_confident_answers_apart_from_guesses_with_the_fix_open(ope
     assert "a guess" not in confident and '<ol class="fixes">' not in guesses  # a guess keeps its fixes folded
 
 
-OOM_THEN_WATCHDOG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-                     "of 139.81 GiB of which 1.02 GiB is free.\n[rank0]: Watchdog caught collective operation timeout")
+OOM_THEN_WATCHDOG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                     "capacity of 139.81 GiB of which 1.02 GiB is free.\n"
+                     "[rank0]: Watchdog caught collective operation timeout")
