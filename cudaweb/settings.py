@@ -1,7 +1,9 @@
 """Settings from the environment; SQLite and an embedded Redis by default, PostgreSQL when DATABASE_URL says so."""
 
 import os
+import re
 import shlex
+import warnings
 from datetime import timedelta
 
 import dj_database_url
@@ -128,7 +130,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = BASE_DIR / "staticfiles"  # what collectstatic writes (the Docker image)
+# Without a collectstatic (make run, the tests) WhiteNoise serves static/ through the finders; it need not say that
+# STATIC_ROOT is missing on every start.
+WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
+if WHITENOISE_USE_FINDERS:
+    warnings.filterwarnings("ignore", message="No directory at: %s" % re.escape(str(STATIC_ROOT)),
+                            category=UserWarning)
 
 # The audit log's client address: REMOTE_ADDR, unless a reverse proxy of ours sets X-Forwarded-For (then the
 # address it appended last). Off by default: a client could write anything there.
@@ -164,9 +172,11 @@ AXES_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-if CUDAWEB_HTTPS:  # the client's address is the one the proxy saw
-    AXES_IPWARE_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every management command; lockouts are still logged
+# The client's address: behind our proxies (CUDAWEB_HTTPS=1) the one the first proxy saw in X-Forwarded-For, one rule
+# for lockouts and the audit log (axes' own setting; its AXES_IPWARE_* settings need django-ipware).
+CUDAWEB_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+AXES_CLIENT_IP_CALLABLE = "cudaweb.accounts.audit.client_address"
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL

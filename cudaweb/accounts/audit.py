@@ -4,6 +4,7 @@ Who and from where come from the request being served (AuditContextMiddleware ke
 a service deep below a page records the page's user and address without being handed the request."""
 
 import contextvars
+import ipaddress
 import json
 
 from django.conf import settings
@@ -62,13 +63,26 @@ class AuditContextMiddleware:
 
 
 def client_address(request):
-    """REMOTE_ADDR; or, behind a proxy that CUDAWEB_TRUST_X_FORWARDED_FOR says is ours, the address that proxy
-    appended last to X-Forwarded-For (earlier entries are whatever the client claimed)."""
-    if getattr(settings, "CUDAWEB_TRUST_X_FORWARDED_FOR", False):
-        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
-        if forwarded:
-            return forwarded[-1]
-    return request.META.get("REMOTE_ADDR") or None
+    """The client's address, for the audit log and for login lockouts (settings.AXES_CLIENT_IP_CALLABLE): behind our
+    proxies (CUDAWEB_HTTPS=1, or CUDAWEB_TRUST_X_FORWARDED_FOR=1) the entry of X-Forwarded-For that the first of
+    CUDAWEB_PROXY_COUNT proxies appended (counted from the right; the earlier entries are whatever the client
+    claimed), else REMOTE_ADDR. Never something that is not an IP address."""
+    remote = _ip(request.META.get("REMOTE_ADDR"))
+    trusted = getattr(settings, "CUDAWEB_HTTPS", False) or getattr(settings, "CUDAWEB_TRUST_X_FORWARDED_FOR", False)
+    count = getattr(settings, "CUDAWEB_PROXY_COUNT", 1)
+    if trusted and count > 0:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "")[:4000].split(",")]
+        forwarded = [part for part in forwarded if part]
+        if len(forwarded) >= count:
+            return _ip(forwarded[-count]) or remote
+    return remote
+
+
+def _ip(text):
+    try:
+        return str(ipaddress.ip_address((text or "").strip("[]")))
+    except ValueError:
+        return None
 
 
 def _object_fields(obj):

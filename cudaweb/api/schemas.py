@@ -204,7 +204,9 @@ class NetworkTestIn(Schema):
     model_config = ConfigDict(json_schema_extra={"anyOf": [{"required": ["nodes"]}, {"required": ["label"]}]})
     nodes: List[Text] = Field(default_factory=list, min_length=2, max_length=5000, description="node names",
                               examples=[["gpu-0042", "gpu-0043"]])
-    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"])
+    # Absent means none; the document states no default, since "" would break the field's own minLength.
+    label: Text = Field("", min_length=1, description="every node with this label", examples=["rack-07"],
+                        json_schema_extra=lambda schema: schema.pop("default", None))
 
     @model_validator(mode="after")
     def _nodes_or_label(self):

@@ -60,7 +60,8 @@ def node_detail(*, name):
         return None
     runs = list(ValidationRun.objects.filter(node=node).only(*RUN_BRIEF_FIELDS)[:NODE_RUNS])
     live = next((run for run in runs if run.is_live), None)
-    return dict(_node_out(node, live, run_root_cause(run=node.last_run)), baseline=node.baseline_id, runs=[_brief(run) for run in runs])
+    return dict(_node_out(node, live, run_root_cause(run=node.last_run)), baseline=node.baseline_id,
+                runs=[_brief(run) for run in runs])
 
 
 def run_detail(*, run_id):

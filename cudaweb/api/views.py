@@ -115,7 +115,7 @@ def nodes(request, filters: Query[NodeFilters]):
 
 @api.get("/nodes/{name}/", response={200: NodeDetail, 404: Error, **WITH_INPUT}, url_name="node",
          summary="A node, with its newest runs")
-def node(request, name: str = Path(..., examples=["gpu-0042"])):
+def node(request, name: str = Path(..., example="gpu-0042")):
     found = selectors.node_detail(name=_name(name))
     if found is None:
         raise Http404("no node %r" % name)
@@ -126,7 +126,7 @@ def node(request, name: str = Path(..., examples=["gpu-0042"])):
           url_name="node_validate", summary="Validate a node (operator)",
           description="Queues a run, or answers with the node's live run. 409: the node's host key is not accepted. "
                       "503: the task queue (Redis) does not answer; nothing is kept.")
-def node_validate(request, body: ValidateIn, name: str = Path(..., examples=["gpu-0042"])):
+def node_validate(request, body: ValidateIn, name: str = Path(..., example="gpu-0042")):
     target = Node.objects.select_related("host_key").filter(name=_name(name)).first()
     if target is None:
         raise Http404("no node %r" % name)

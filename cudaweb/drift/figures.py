@@ -2,6 +2,8 @@
 model, what a healthy GPU of that model reaches ("781 of 788 TFLOP/s"). The expectations are the agent's own
 (agents/cudaprobe/expectations.py), so the page and the agent's judgement never disagree on the reference."""
 
+import math
+
 from agents.cudaprobe import expectations
 from cudaweb.drift.catalog import METRICS
 
@@ -31,12 +33,14 @@ def expected_of(sku, metric):
 def run_figures(*, run):
     """[{name, label, unit, value, expected, judged, basis}] for each catalogue metric the run measured, in catalogue
     order; `judged` is the agent's own rule (pass | warn | fail against the expectation), None without one."""
-    metrics = run.metrics or {}
-    sku = expectations.sku_for((run.inventory or {}).get("gpu_model") or "")
+    metrics = run.metrics if isinstance(run.metrics, dict) else {}
+    inventory = run.inventory if isinstance(run.inventory, dict) else {}
+    model = inventory.get("gpu_model")  # host output: any JSON type may come
+    sku = expectations.sku_for(model) if isinstance(model, str) else None
     figures = []
     for name, metric in METRICS.items():
         value = metrics.get(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             continue
         expected = expected_of(sku, name)
         judged = expectations.judge(value, expected)[0] if expected is not None else None

@@ -93,6 +93,15 @@ def on_run_finished(sender, run_id, **kwargs):
     run_summarize(run_id=run_id)
 
 
+def _count(value):
+    """A GPU count the node's column holds, else None (a report from before the dashboard checked it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 31 else None
+
+
+def _text(value, cap):
+    return value[:cap] if isinstance(value, str) else ""
+
+
 @transaction.atomic
 def run_summarize(*, run_id):
     """Called when a run ends: fill the run's flat fields and drift, update its node's fleet row and peers."""
@@ -106,7 +115,7 @@ def run_summarize(*, run_id):
         previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
                                                  created__lt=run.created).order_by("-created").first())
         run.changes = changes_between(previous, run)
-    gpu_model = run.inventory.get("gpu_model") or node.gpu_model
+    gpu_model = _text(run.inventory.get("gpu_model"), 200) or node.gpu_model
     bands = list(PeerBand.objects.filter(gpu_model=gpu_model)) if gpu_model else []
     limits = thresholds()
     run.drift = drift_of(run, node.baseline, bands, limits) if report else {}
@@ -116,7 +125,7 @@ def run_summarize(*, run_id):
     fields = {"last_run": run, "drifted": run.drifted}
     if report:
         fields.update(layer_status=catalog.layer_status(checks), gpu_model=gpu_model or "",
-                      gpu_count=run.inventory.get("gpu_count"), metrics=dict(node.metrics, **run.metrics))
+                      gpu_count=_count(run.inventory.get("gpu_count")), metrics=dict(node.metrics, **run.metrics))
     if run.trigger == ValidationRun.Trigger.SCHEDULED and run.status not in (ValidationRun.Status.PASSED,):
         fields["attention"] = "scheduled run of %s ended %s" % (timezone.localtime(run.created).strftime(
             "%Y-%m-%d %H:%M"), run.status)

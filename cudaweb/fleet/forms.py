@@ -8,7 +8,7 @@ from django.conf import settings
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import AcceptanceRecord
-from cudaweb.nodes.addresses import AddressRefused, address_check
+from cudaweb.nodes import validators
 from cudaweb.nodes.keyfiles import KeyFileRefused, key_file_path
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.remote.connect import private_key_check
@@ -34,11 +34,19 @@ class ShortEchoTextarea(forms.Textarea):
         return value if value is None or len(value) <= limit else None
 
 
+def _checked(check, value):
+    """The node rule (cudaweb.nodes.validators) as a form field's check."""
+    try:
+        return check(value)
+    except validators.NodeFieldError as exc:
+        raise forms.ValidationError(str(exc)) from None
+
+
 class NodeForm(forms.Form):
-    name = forms.SlugField(max_length=100)
+    name = forms.CharField(max_length=100, help_text="letters, digits, - and _")
     address = forms.CharField(max_length=255, help_text="host name or IP address")
     port = forms.IntegerField(min_value=1, max_value=65535, initial=22)
-    username = forms.RegexField(regex=r"^[a-z_][a-z0-9_.-]*$", max_length=64)
+    username = forms.CharField(max_length=64)
     private_key = forms.CharField(widget=NoEchoTextarea(attrs={"rows": 6}), required=False,
                                   help_text="OpenSSH private key; stored encrypted (never shown again: paste it "
                                             "again if the form comes back with an error)")
@@ -51,16 +59,16 @@ class NodeForm(forms.Form):
     labels = forms.CharField(required=False, help_text="comma separated")
 
     def clean_name(self):
-        name = self.cleaned_data["name"]
+        name = _checked(validators.name_check, self.cleaned_data["name"])
         if Node.objects.filter(name=name).exists():
             raise forms.ValidationError("a node with this name exists")
         return name
 
     def clean_address(self):
-        try:
-            return address_check(self.cleaned_data["address"])
-        except AddressRefused as exc:
-            raise forms.ValidationError(str(exc))
+        return _checked(validators.address_clean, self.cleaned_data["address"])
+
+    def clean_username(self):
+        return _checked(validators.username_check, self.cleaned_data["username"])
 
     def clean_key_path(self):
         path = self.cleaned_data["key_path"].strip()

@@ -17,7 +17,8 @@ WHAT_TO_DO = {
     Status.TIMED_OUT: "The agent ran past its time budget (a hung GPU, a slow host): read the output it left, "
                       "fix the node or raise its agent timeout, then validate again.",
     Status.AGENT_ERROR: "The node could not take or start the agent, or its output is not a report: the reason names "
-                        "what the node lacks (its SSH setup, the Python path, a package). Fix it, then validate again.",
+                        "what the node lacks (its SSH setup, the Python path, a package). Fix it, then validate "
+                        "again.",
     Status.DASHBOARD_ERROR: "The dashboard failed, not the node: validate again; if it repeats, give the dashboard's "
                             "admins this run's page.",
     Status.INTERRUPTED: "The worker holding the run was lost before the node answered: validate again.",

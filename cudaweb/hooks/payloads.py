@@ -80,8 +80,8 @@ def message(*, event, node_name, run, cause, root_cause=None):
     ]
     playbook = (root_cause or {}).get("playbook") if event != "drift" else None
     if playbook:
-        fields.append({"title": "Playbook", "value": slack_escape("%s: %s" % (playbook["title"], playbook["first_fix"])),
-                       "short": False})
+        value = slack_escape("%s: %s" % (playbook["title"], playbook["first_fix"]))
+        fields.append({"title": "Playbook", "value": value, "short": False})
     fields.append({"title": "Run", "value": url, "short": False})
     return {
         "text": text,

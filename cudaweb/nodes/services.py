@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cudaweb.accounts import audit
-from cudaweb.nodes import crypto
+from cudaweb.nodes import crypto, validators
 from cudaweb.nodes.models import HostKey, Node, SSHCredential
 
 
@@ -16,7 +16,9 @@ def node_create(*, name, address, port, username, python_path="python3", labels=
     """Register an SSH node, storing its private key encrypted (or a key path on the worker).
 
     The key's format is checked by the caller (cudaweb.remote.connect.ssh_node_create): parsing keys is SSH's
-    business, one layer up."""
+    business, one layer up. Raises validators.NodeFieldError for a name, address, port or user the rule refuses."""
+    checked = validators.ssh_node_check(name=name, address=address, port=port, username=username)
+    name, address, port, username = checked["name"], checked["address"], checked["port"], checked["username"]
     if credential is None and (private_key or key_path):
         credential = SSHCredential(name="key for %s" % name, key_path=key_path, created_by=created_by)
         if private_key:

@@ -7,13 +7,9 @@ import io
 import re
 import shlex
 
-from django.core.validators import validate_slug
-from django.core.exceptions import ValidationError
-
-from cudaweb.nodes.addresses import AddressRefused, address_check
+from cudaweb.nodes import validators
 
 CSV_COLUMNS = ("name", "address", "port", "user", "labels", "transport")
-USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]*$")  # the add-node page's rule (cudaweb.fleet.forms.NodeForm)
 
 
 class InventoryError(Exception):
@@ -39,8 +35,15 @@ def parse_csv(text):
         raise InventoryError("line 1: unknown columns %s (columns: %s)" % (", ".join(sorted(unknown)),
                                                                            ",".join(CSV_COLUMNS)))
     entries = []
-    for row in reader:
-        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as exc:  # a field over csv's limit (128 KiB), a NUL byte
+            raise InventoryError("line %d: %s" % (reader.line_num + 1, exc)) from None  # the record it began
+        row = {(k or "").strip(): (v or "").strip() if isinstance(v, str) else "" for k, v in row.items()}
         if not any(row.values()):
             continue
         line = reader.line_num
@@ -83,11 +86,20 @@ def parse_ansible(text):
                     raise InventoryError("line %d: %r is not key=value" % (number, word))
                 host["vars"][key] = value
 
-    def parents(group, seen=()):
-        found = [group]
-        for parent, kids in children.items():
-            if group in kids and parent not in seen:
-                found += parents(parent, seen + (group,))
+    parents_of = {}
+    for parent, kids in children.items():
+        for kid in kids:
+            parents_of.setdefault(kid, []).append(parent)
+
+    def parents(group):
+        """The group and every group above it through :children, nearest first; a loop or a chain thousands deep
+        is walked without recursion."""
+        found, queue = [group], [group]
+        while queue:
+            for parent in parents_of.get(queue.pop(0), ()):
+                if parent not in found:
+                    found.append(parent)
+                    queue.append(parent)
         return found
 
     entries = []
@@ -151,23 +163,19 @@ PARSERS = {"csv": parse_csv, "ansible": parse_ansible, "scontrol": parse_scontro
 
 
 def entry_check(entry):
-    """The add-node page's rules: a slug name, a user name, a port 1-65535, a host name or IP address."""
-    where = "line %d (%s)" % (entry["line"], entry["name"] or "no name")
-    try:
-        validate_slug(entry["name"])
-    except ValidationError:
-        raise InventoryError("%s: a node name is letters, digits, - and _ (as on the add-node page)" % where)
+    """The node rule (cudaweb.nodes.validators, as on the add-node page): a slug name, a user name, a port 1-65535, a
+    host name or IP address (an IP in brackets loses them). Cleans the entry in place."""
+    where = "line %d (%s)" % (entry["line"], str(entry["name"])[:100] or "no name")
     if entry["transport"] not in ("ssh", "local"):
-        raise InventoryError("%s: transport %r is not ssh or local" % (where, entry["transport"]))
-    if entry["transport"] == "local":
-        return
-    if not 1 <= entry["port"] <= 65535:
-        raise InventoryError("%s: port %d is not 1-65535" % (where, entry["port"]))
-    if not entry["user"]:
-        raise InventoryError("%s: no user (a user column, ansible_user, or --user)" % where)
-    if not USERNAME.match(entry["user"]) or len(entry["user"]) > 64:
-        raise InventoryError("%s: %r is not a user name" % (where, entry["user"]))
+        raise InventoryError("%s: transport %r is not ssh or local" % (where, entry["transport"][:20]))
     try:
-        address_check(entry["address"].strip("[]"))  # the add-node page's rule, and the allowed networks
-    except AddressRefused as exc:
-        raise InventoryError("%s: %s" % (where, exc))
+        validators.name_check(entry["name"])
+        if entry["transport"] == "local":
+            return
+        if not entry["user"]:
+            raise InventoryError("%s: no user (a user column, ansible_user, or --user)" % where)
+        checked = validators.ssh_node_check(name=entry["name"], address=entry["address"], port=entry["port"],
+                                            username=entry["user"])
+    except validators.NodeFieldError as exc:
+        raise InventoryError("%s: %s" % (where, exc)) from None
+    entry["address"] = checked["address"]

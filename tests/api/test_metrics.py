@@ -124,7 +124,8 @@ def test_failing_nodes_have_their_root_cause_in_bounded_queries(client, token_fo
     few, few_queries = scrape(2)
     many, many_queries = scrape(20)
     assert few_queries == many_queries
-    info = {dict(ls)["node"]: dict(ls) for (n, ls), v in many.items() if n == "cudaweb_node_root_cause_info" and v == 1}
+    info = {dict(ls)["node"]: dict(ls) for (n, ls), v in many.items()
+            if n == "cudaweb_node_root_cause_info" and v == 1}
     assert set(info) == {"gpu-off"} | {"bad-%03d" % i for i in range(20)}  # gpu-ok passed: no series
     assert info["bad-007"] == {"node": "bad-007", "check": "driver.gpu_health", "playbook": "gpu_hardware"}
     assert info["gpu-off"] == {"node": "gpu-off", "check": "UNREACHABLE", "playbook": ""}

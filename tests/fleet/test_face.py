@@ -155,3 +155,15 @@ def test_triage_shows_confident_answers_apart_from_guesses_with_the_fix_open(ope
 OOM_THEN_WATCHDOG = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                      "capacity of 139.81 GiB of which 1.02 GiB is free.\n"
                      "[rank0]: Watchdog caught collective operation timeout")
+
+
+def test_figures_of_a_hostile_inventory_are_shown_without_an_expectation():
+    """The property test (tests/properties) found it: a report whose gpu_model is not a string."""
+    from cudaweb.drift.figures import run_figures
+    from cudaweb.validation.models import ValidationRun
+
+    run = ValidationRun(status="FAILED", inventory={"gpu_model": True},  # as read back, not stored
+                        metrics={"matmul_bf16_tflops": 700.0, "h2d_pinned_gbs": float("nan")})
+    assert [(f["name"], f["expected"]) for f in run_figures(run=run)] == [("matmul_bf16_tflops", None)]
+    run.inventory = ["not", "a", "dict"]
+    assert run_figures(run=run)[0]["value"] == 700.0

@@ -71,3 +71,22 @@ def test_a_50000_character_search_or_label_matches_nothing(operator_client, node
         assert response.status_code == 200 and "No nodes match." in response.content.decode()
     api = client.get("/api/v1/nodes/?label=" + "a" * 190, **bearer(token_for("viewer")))
     assert api.status_code == 200 and api.json()["count"] == 0
+
+
+def test_a_failing_check_no_playbook_matches_renders_on_the_run_and_onboarding_pages(operator_client, client,
+                                                                                   django_user_model):
+    from tests.conftest import user_with_role
+
+    node = Node.objects.create(name="gpu-b", transport=Node.Transport.LOCAL)
+    report = real_report()
+    check = next(c for c in report["checks"] if c["id"] == "comm.gloo")
+    check.update(status="fail", summary="qqq nothing any rule knows", evidence="zzz\nyyy", signatures=[])
+    report["verdict"] = "fail"
+    run = stored_run(node, report)
+    viewer = user_with_role(django_user_model, "viewer-1", "viewer")
+    client.force_login(viewer)  # any viewer hit it
+    for who in (operator_client, client):
+        for url in (run.get_absolute_url(), reverse("runs:run_fragment", args=[run.id]),
+                    reverse("fleet:node_onboard", args=[node.id])):
+            response = who.get(url)
+            assert response.status_code == 200 and "qqq nothing any rule knows" in response.content.decode(), url

@@ -107,12 +107,13 @@ def test_addresses_are_checked_and_only_allowed_networks_reached(settings, opera
     for bad in ("a b", "gpu;rm -rf /", "-oProxyCommand=x", "x" * 300):
         with pytest.raises(AddressRefused):
             address_check(bad)
+    # registered before the networks were restricted: refused where it is connected to
+    node = node_services.node_create(name="gpu-out", address="127.0.0.1", port=22, username="ops", private_key=KEY)
     settings.CUDAWEB_ALLOWED_NETWORKS = "198.18.0.0/15, 10.0.0.0/8"
     assert address_check("198.19.4.2") and address_check("10.1.2.3")
     assert "outside the networks" in _add(operator_client, private_key=KEY, address="192.168.1.5").content.decode()
     with pytest.raises(AddressRefused, match="resolves to 127.0.0.1"):
         connect.reachable_address("localhost", 22)
-    node = node_services.node_create(name="gpu-out", address="127.0.0.1", port=22, username="ops", private_key=KEY)
     with pytest.raises(Unreachable, match="outside the networks"):
         connect.transport_for(node)
     with pytest.raises(Unreachable, match="outside the networks"):

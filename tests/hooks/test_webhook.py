@@ -196,7 +196,8 @@ def test_a_failed_run_carries_its_root_cause_as_data(receiver, node, eager_celer
     assert message["root_cause"]["check"] == "driver.gpu_health" and message["root_cause"]["layer"] == "L1"
     assert message["root_cause"]["playbook"]["id"] == "gpu_hardware"
     fields = {f["title"]: f["value"] for f in message["attachments"][0]["fields"]}
-    assert fields["Playbook"].startswith("GPU hardware fault") and fields["Root cause"].startswith("L1 driver.gpu_health [gpu_hardware]: GPU 3")
+    assert fields["Playbook"].startswith("GPU hardware fault")
+    assert fields["Root cause"].startswith("L1 driver.gpu_health [gpu_hardware]: GPU 3")
 
 
 HOSTILE = "<!channel> pay here <http://evil.example/|Click here> & more"
@@ -223,7 +224,8 @@ def test_host_written_text_cannot_post_mentions_or_links(receiver, node, eager_c
     message = receiver.requests[-1]["json"]
     texts = list(_texts(message))
     assert not [t for t in texts if "<!" in t or "<http://evil" in t]
-    assert ESCAPED in message["text"] and message["text"].endswith("<https://cudaweb.example.org/runs/%s/|run>" % run.id)
+    assert ESCAPED in message["text"]
+    assert message["text"].endswith("<https://cudaweb.example.org/runs/%s/|run>" % run.id)  # our own link stays
     assert message["root_cause"]["summary"] == ESCAPED and message["root_cause"]["signatures"] == [ESCAPED]
 
 

@@ -67,3 +67,41 @@ def test_a_taken_name_is_refused():
     add("ws-1", "--transport", "local")
     with pytest.raises(CommandError, match="exists"):
         add("ws-1", "--transport", "local")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gpu-9", "--address", "bad host!"], "--address: 'bad host!' is neither a host name nor an IP address"),
+    (["gpu-9", "--address", "ops@10.0.4.42"], "--address: 'ops@10.0.4.42' is neither"),
+    (["gpu-9", "--address", "$(reboot)"], "--address: '$(reboot)' is neither"),
+    (["gpu 9", "--address", "10.0.4.42"], "NAME: 'gpu 9' is not a node name"),
+    (["gpu-9", "--address", "10.0.4.42", "--user", "ops;reboot"], "--user: 'ops;reboot' is not a user name"),
+    (["gpu-9", "--address", "10.0.4.42", "--user", "ops\n"], "--user: 'ops\\n' is not a user name"),
+    (["gpu-9", "--address", "10.0.4.42", "--port", "70000"], "--port: port 70000 is not 1-65535"),
+    (["gpu-9", "--address", "[not-an-ip]"], "--address: '[not-an-ip]': brackets hold an IP address only"),
+])
+def test_the_node_rule_refuses_what_the_page_refuses_and_exits_2(tmp_path, args, message):
+    key = tmp_path / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    base = {"--user": "ops"}
+    flags = dict(zip(args[1::2], args[2::2]))
+    argv = [args[0], "--transport", "ssh", "--key-file", str(key)]
+    for flag, value in dict(base, **flags).items():
+        argv += [flag, value]
+    with pytest.raises(CommandError, match=None) as raised:
+        add(*argv)
+    assert message in str(raised.value) and raised.value.returncode == 2
+    assert not Node.objects.exists()
+
+
+def test_an_ip_in_brackets_is_stored_without_them(tmp_path):
+    key = tmp_path / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    add("gpu-6", "--transport", "ssh", "--address", "[127.0.0.1]", "--user", "ops", "--key-file", str(key))
+    assert Node.objects.get(name="gpu-6").address == "127.0.0.1"
+
+
+def test_an_unknown_file_or_a_bad_node_exits_2_from_the_shell(tmp_path):
+    done = subprocess.run([sys.executable, "manage.py", "add_node", "bad name", "--transport", "local"],
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
+    assert done.returncode == 2 and "is not a node name" in done.stderr and "Traceback" not in done.stderr

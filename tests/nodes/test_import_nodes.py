@@ -98,7 +98,7 @@ def test_errors_name_their_lines_and_nothing_is_half_imported(tmp_path):
         run(bad)
     message = str(error.value)
     assert "nothing imported" in message
-    for expected in ("line 3 (gpu 0002): a node name is letters", "line 4 (gpu-0003): port 70000 is not 1-65535",
+    for expected in ("line 3 (gpu 0002): 'gpu 0002' is not a node name", "line 4 (gpu-0003): port 70000 is not 1-65535",
                      "line 5 (gpu-0004): 'not an address!' is neither a host name", "line 6 (gpu-0005): no user",
                      "line 7 (gpu-0001): named on line 2 already"):
         assert expected in message
@@ -128,3 +128,56 @@ def test_an_ansible_line_that_is_not_key_value(tmp_path):
     bad.write_text("[gpu]\nh1 ansible_host=10.0.0.1 ansible_user=ops\nh2 10.0.0.2\n")
     with pytest.raises(CommandError, match="line 3: '10.0.0.2' is not key=value"):
         run(bad)
+
+
+def test_a_csv_field_over_128_kib_is_a_line_error_not_a_traceback(tmp_path):
+    big = tmp_path / "nodes.csv"
+    big.write_text("name,address,port,user,labels,transport\ngpu-1,10.0.0.1,22,ops,%s,ssh\n" % ("x" * 140000))
+    with pytest.raises(CommandError, match="line 2: field larger than field limit") as error:
+        run(big)
+    assert error.value.returncode == 2 and not Node.objects.exists()
+
+
+def test_a_deep_or_looping_children_chain_is_walked(tmp_path):
+    depth = 5000
+    lines = ["[g0]", "h1 ansible_host=10.0.0.1 ansible_user=ops"]
+    for i in range(depth):
+        lines += ["[g%d:children]" % (i + 1), "g%d" % i]
+    lines += ["[g0:children]", "g%d" % depth]  # and a loop back to the start
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("\n".join(lines) + "\n")
+    run(inventory, "--format", "ansible")
+    labels = Node.objects.get(name="h1").labels
+    assert len(labels) == depth + 1 and labels[:3] == ["g0", "g1", "g2"]
+
+
+def test_the_node_rule_applies_to_every_line(tmp_path):
+    bad = tmp_path / "nodes.csv"
+    bad.write_text('name,address,port,user,labels,transport\n'
+                   'gpu-1,ops@10.0.4.42,22,ops,,ssh\n'
+                   'gpu-2,$(reboot),22,ops,,ssh\n'
+                   'gpu-3,10.0.0.3,22,ops;x,,ssh\n'
+                   'gpu-4,10.0.0.4,22,"ops\n",,ssh\n')
+    with pytest.raises(CommandError) as error:
+        run(bad)
+    message = str(error.value)
+    for expected in ("line 2 (gpu-1): 'ops@10.0.4.42' is neither", "line 3 (gpu-2): '$(reboot)' is neither",
+                     "line 4 (gpu-3): 'ops;x' is not a user name"):
+        assert expected in message, message
+    assert not Node.objects.exists()
+
+
+def test_a_newline_in_a_user_name_is_refused(tmp_path):
+    from cudaweb.remote.inventory import InventoryError, entry_check
+
+    entry = {"line": 2, "name": "gpu-4", "address": "10.0.0.4", "port": 22, "user": "ops\n", "transport": "ssh"}
+    with pytest.raises(InventoryError, match="is not a user name"):
+        entry_check(entry)
+
+
+def test_an_ip_in_brackets_is_stored_without_them(tmp_path):
+    csv = tmp_path / "nodes.csv"
+    csv.write_text("name,address,port,user,labels,transport\ngpu-1,[127.0.0.1],22,ops,,ssh\n"
+                   "gpu-2,[::1],22,ops,,ssh\n")
+    run(csv)
+    assert {n.name: n.address for n in Node.objects.all()} == {"gpu-1": "127.0.0.1", "gpu-2": "::1"}

@@ -68,7 +68,8 @@ def onboard_decide(request, node_id):
     newest = decidable_run(node=node)
     if newest is not None and newest.id != run.id and not AcceptanceRecord.objects.filter(
             node=node, run=run, token=form.cleaned_data["token"]).exists():
-        messages.error(request, "A newer run of this node has finished: the decision rests on it (run %s)." % newest.id)
+        messages.error(request, "A newer run of this node has finished: the decision rests on it (run %s)." % (
+            newest.id,))
         return redirect("fleet:node_onboard", node_id=node.id)
     try:
         record = services.acceptance_decide(node=node, run=run, decision=form.cleaned_data["decision"],

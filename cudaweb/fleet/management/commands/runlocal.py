@@ -6,6 +6,7 @@ queue on disk under var/redis. Only Ctrl-C, SIGTERM or the web server or Redis d
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from cudaweb import local_state
+from cudaweb.cli import InputError
 from cudaweb.embedded import free_port, start_redis, wait_for_port
 
 MAX_RESTARTS = 5  # within RESTART_WINDOW_S: a worker that cannot stay up is a fault to show, not to hide
@@ -39,16 +41,40 @@ def _stop(popen, timeout=10):
     popen.wait()
 
 
+def _env_port():
+    text = os.environ.get("CUDAWEB_PORT", "8000")
+    if not text.isdigit():
+        raise InputError("CUDAWEB_PORT=%r is not a port number" % text)
+    return int(text)
+
+
+def _port_free_or_exit(port):
+    """Exit 2 naming the reason when 127.0.0.1:`port` cannot be ours (taken, or not a port)."""
+    if not 0 < port < 65536:
+        raise InputError("--port %d is not a TCP port (1-65535)" % port)
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind(("127.0.0.1", port))
+    except OSError as exc:
+        raise InputError("port %d on 127.0.0.1 is taken (%s): stop what listens there, or choose another port with "
+                         "CUDAWEB_PORT=<port> make run" % (port, exc.strerror or exc)) from None
+    finally:
+        probe.close()
+
+
 class Command(BaseCommand):
     help = "Run web, worker (with beat) and an embedded Redis on this machine; Ctrl-C stops all of them."
 
     def add_arguments(self, parser):
-        parser.add_argument("--port", type=int, default=int(os.environ.get("CUDAWEB_PORT", "8000")))
+        parser.add_argument("--port", type=int,
+                            help="the web server's port on 127.0.0.1 (default: CUDAWEB_PORT, else 8000)")
 
     def handle(self, *args, **options):
+        port = options["port"] if options["port"] is not None else _env_port()
+        _port_free_or_exit(port)  # before anything starts: another server there would answer for us
         self.children = {}
         try:
-            env = self._start(options["port"])
+            env = self._start(port)
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             self._supervise(env)
         except KeyboardInterrupt:
@@ -106,8 +132,8 @@ class Command(BaseCommand):
         self.children["web"] = subprocess.Popen(
             [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload",
              "--insecure"], env=env, start_new_session=True)
-        if not wait_for_port(port, timeout=30):
-            raise SystemExit("the web server did not start")
+        if not wait_for_port(port, timeout=30) or self.children["web"].poll() is not None:
+            raise SystemExit("the web server did not start on port %d" % port)
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))
         return env
 

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 from django.db import IntegrityError
 
 from cudaweb.cli import InputError
+from cudaweb.nodes import validators
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.services import node_register_local
 from cudaweb.remote.connect import ssh_node_create
@@ -34,17 +35,25 @@ class Command(BaseCommand):
         devices = options["visible_devices"].strip()
         if not re.fullmatch(r"[A-Za-z0-9,:-]*", devices):
             raise InputError("--visible-devices takes GPU indexes or UUIDs, comma separated")
+        try:  # the node rule of the add-node page (cudaweb.nodes.validators)
+            validators.name_check(options["name"])
+            if options["transport"] == "ssh":
+                missing = [flag for flag in ("address", "user", "key_file") if not options[flag]]
+                if missing:
+                    raise InputError("--transport ssh needs %s" % ", ".join("--" + m.replace("_", "-")
+                                                                            for m in missing))
+                options["address"] = validators.ssh_node_check(
+                    name=options["name"], address=options["address"], port=options["port"],
+                    username=options["user"])["address"]
+        except validators.NodeFieldError as exc:
+            shown = {"name": "NAME", "username": "--user", "port": "--port", "address": "--address"}[exc.field]
+            raise InputError("%s: %s" % (shown, exc)) from None
         if Node.objects.filter(name=options["name"]).exists():
             raise InputError("a node named %r exists" % options["name"])
         if options["transport"] == "local":
             node = node_register_local(name=options["name"], python_path=options["python"] or sys.executable)
             Node.objects.filter(id=node.id).update(labels=labels or node.labels)
         else:
-            missing = [flag for flag in ("address", "user", "key_file") if not options[flag]]
-            if missing:
-                raise InputError("--transport ssh needs %s" % ", ".join("--" + m.replace("_", "-") for m in missing))
-            if not 1 <= options["port"] <= 65535:
-                raise InputError("--port must be 1-65535")
             try:
                 with open(options["key_file"]) as fh:
                     key = fh.read(65536)
