@@ -1,10 +1,12 @@
 #!/usr/bin/env python
-"""Server time and query count of the fleet page, a node page and a comparison page, at 10 and 1,000 nodes.
+"""Server time and query count of the fleet page, a node page, a comparison page and run pages, at 10 and 1,000
+nodes.
 
 Usage: .venv/bin/python bench/fleet_pages.py [--nodes 10 1000] [--runs-per-node 100] [--repeat 20]
-Each fleet size gets its own PostgreSQL database (cudaweb_bench_<N> on 127.0.0.1:5432, or BENCH_PG_URL's
-server), seeded once with `seed_demo` and reused. Pages are rendered in-process by Django's test client
-(no network), so the time printed is the server's: URL resolution, queries, template rendering.
+Each fleet size gets its own PostgreSQL database (<BENCH_DB_PREFIX>_<N>, default cudaweb_bench_<N>, on
+127.0.0.1:5432, or BENCH_PG_URL's server), seeded once with `seed_demo` and reused. The pages are read by a user
+in the operator role (the bulk request needs it; a user in no role gets 403 everywhere). Pages are rendered
+in-process by Django's test client (no network), so the time printed is the server's: URL resolution, queries, template rendering.
 """
 
 import argparse
@@ -16,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+PREFIX = os.environ.get("BENCH_DB_PREFIX", "cudaweb_bench")
 
 
 def ensure_database(name, nodes, runs):
@@ -34,6 +37,9 @@ def ensure_database(name, nodes, runs):
         subprocess.run(manage + ["seed_demo", "--nodes", str(nodes), "--runs-per-node", str(runs)], env=env,
                        check=True)
         print("  seeded %d nodes x %d runs in %.0f s" % (nodes, runs, time.monotonic() - started), flush=True)
+    # the planner's statistics, as autovacuum keeps them on a live database (a freshly seeded one has none, and
+    # PostgreSQL then scans 3 million check rows for 50 runs' findings)
+    subprocess.run(["psql", url, "-qc", "ANALYZE"], check=True, capture_output=True)
     return url
 
 
@@ -48,10 +54,12 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from cudaweb.accounts.roles import role_set
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
 repeat = int(sys.argv[1])
 user, _ = get_user_model().objects.get_or_create(username="bench", defaults={"is_staff": True})
+role_set(user=user, role="operator")
 client = Client()
 client.force_login(user)
 node = Node.objects.order_by("name")[Node.objects.count() // 2]
@@ -59,14 +67,21 @@ runs = list(ValidationRun.objects.filter(node=node).order_by("created").values_l
 pages = [("fleet page", reverse("fleet:node_list")),
          ("fleet page, filtered (failing L1)", reverse("fleet:node_list") + "?failing_layer=L1"),
          ("node page", node.get_absolute_url()),
-         ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]]))]
+         ("compare page (first vs latest run)", reverse("runs:compare", args=[runs[0], runs[-1]])),
+         ("run page (the node's latest run)", reverse("runs:run_detail", args=[runs[-1]]))]
+failing = Node.objects.filter(status="failing").exclude(last_run=None).order_by("name").first()
+if failing is not None:
+    pages.append(("run page (a failing node's latest run)", reverse("runs:run_detail", args=[failing.last_run_id])))
 live = sys.argv[2] == "live"
+statuses = dict(Node.objects.values_list("id", "status"))  # put back at the end: the database is reused
 if live:  # every node with a run in progress, as during a rack-wide validation
     idle = Node.objects.exclude(runs__status__in=ValidationRun.LIVE)
     ValidationRun.objects.bulk_create([ValidationRun(node=n, status="RUNNING", mode="standard") for n in idle])
     print("%d runs live" % ValidationRun.objects.filter(status__in=ValidationRun.LIVE).count())
 for name, url in pages:
-    client.get(url)  # warm-up
+    started = time.perf_counter()
+    client.get(url)  # warm-up (the first render of a process: template compilation, root-cause playbook cache)
+    cold = (time.perf_counter() - started) * 1000
     times = []
     for _ in range(repeat):
         with CaptureQueriesContext(connection) as queries:
@@ -74,10 +89,11 @@ for name, url in pages:
             response = client.get(url)
             times.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, (url, response.status_code)
-    print("%-36s %4d queries  median %6.1f ms  p90 %6.1f ms  (%d bytes)" % (
-        name, len(queries), statistics.median(times), sorted(times)[int(0.9 * len(times)) - 1], len(response.content)))
-if live:  # a bulk request for every node: first end the live runs, so each node gets a new one
-    ValidationRun.objects.filter(status__in=ValidationRun.LIVE).update(status="INTERRUPTED")
+    print("%-40s %4d queries  median %6.1f ms  p90 %6.1f ms  first %6.1f ms  (%d bytes)" % (
+        name, len(queries), statistics.median(times), sorted(times)[int(0.9 * len(times)) - 1], cold,
+        len(response.content)))
+if live:  # a bulk request for every node: first take the live runs away, so each node gets a new one
+    ValidationRun.objects.filter(status__in=ValidationRun.LIVE).delete()
     for node in Node.objects.all():  # one label for the whole fleet: how a rack-wide request is made
         if "bench-all" not in node.labels:
             Node.objects.filter(id=node.id).update(labels=node.labels + ["bench-all"])
@@ -86,6 +102,7 @@ if live:  # a bulk request for every node: first end the live runs, so each node
     from django.utils import timezone
     HostKey.objects.bulk_create([HostKey(node=n, key_type="ssh-ed25519", key_base64="AAAA", fingerprint_sha256="b",
                                          accepted_at=timezone.now()) for n in Node.objects.filter(host_key=None)])
+    bench_keys = HostKey.objects.filter(fingerprint_sha256="b")
     started = time.perf_counter()
     response = client.post(reverse("fleet:nodes_validate"), {"label": "bench-all", "mode": "quick"})
     elapsed = time.perf_counter() - started
@@ -93,6 +110,9 @@ if live:  # a bulk request for every node: first end the live runs, so each node
     print("bulk request for every node (label): %.2f s, %d runs queued" % (
         elapsed, ValidationRun.objects.filter(status="PENDING").count()))
     ValidationRun.objects.filter(status__in=ValidationRun.LIVE).delete()
+    bench_keys.delete()
+    for status in set(statuses.values()):
+        Node.objects.filter(id__in=[n for n, s in statuses.items() if s == status]).update(status=status)
 '''
     env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="cudaweb.settings", CUDAWEB_ALLOWED_HOSTS="testserver",
                PYTHONWARNINGS="ignore")
@@ -122,7 +142,7 @@ def main():
     args = parser.parse_args()
     for nodes in args.nodes:
         print("== %d nodes x %d runs (PostgreSQL)" % (nodes, args.runs_per_node), flush=True)
-        url = ensure_database("cudaweb_bench_%d" % nodes, nodes, args.runs_per_node)
+        url = ensure_database("%s_%d" % (PREFIX, nodes), nodes, args.runs_per_node)
         measure(url, args.repeat, live=args.live)
 
 

@@ -139,9 +139,15 @@ class OnboardValidateForm(BurninFields):
         return self.cleaned_data.get("mode") or ValidationRun.Mode.FULL
 
 
+# "Ready" only says the host key was accepted; the pages never show it as if a run had judged the node.
+STATUS_WORDS = {"new": "Host key to accept", "ready": "Not validated yet"}
+
+
 class FleetFilterForm(forms.Form):
-    q = forms.CharField(required=False, label="search")
-    status = forms.ChoiceField(choices=[("", "any status")] + list(Node.Status.choices), required=False)
+    q = forms.CharField(required=False, label="search", widget=forms.TextInput(
+        attrs={"type": "search", "placeholder": "name or address"}))
+    status = forms.ChoiceField(choices=[("", "any status")] + [(value, STATUS_WORDS.get(value, label))
+                                                              for value, label in Node.Status.choices], required=False)
     gpu_model = forms.CharField(required=False)
     label = forms.CharField(required=False)
     failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],
@@ -217,7 +223,8 @@ class NetworkTestForm(forms.Form):
 class AuditFilterForm(forms.Form):
     """The audit page's filters; its exports take the same query string."""
 
-    actor = forms.CharField(required=False, max_length=150, help_text="username")
+    actor = forms.CharField(required=False, max_length=150, help_text="username",
+                            widget=forms.TextInput(attrs={"placeholder": "who (username)"}))
     action = forms.ChoiceField(required=False)
     object_type = forms.ChoiceField(required=False)
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="from")

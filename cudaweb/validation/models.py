@@ -81,6 +81,8 @@ class ValidationRun(models.Model):
             models.Index(fields=["node", "-created"], name="run_node_created_idx"),
             # the reaper: RUNNING runs by heartbeat
             models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat_idx"),
+            # the fleet overview: validations per day, the last 14 days
+            models.Index(fields=["created"], name="run_created_idx"),
         ]
         constraints = [
             # One live run per node: two agents on one GPU host make each other fail. run_request returns the live

@@ -42,10 +42,14 @@ def test_fleet_page_filters_counts_and_layer_cells(operator_client):
     Node.objects.create(name="fresh", transport="local", labels=["rack-2"])
     url = reverse("fleet:node_list")
     page = operator_client.get(url).content.decode()
-    assert "Passing 1" in page and "Failing 1" in page and "New 1" in page
-    assert 'class="cell c-fail" title="L1 fail"' in page
+    counts = page[page.index('id="status-counts"'):page.index("</div>", page.index('id="status-counts"'))]
+    tiles = re.findall(r'<span class="n">(\d+)</span><span class="what">([^<]+)</span>', counts)
+    assert tiles == [("3", "node(s)"), ("1", "Host key to accept"), ("1", "Passing"), ("1", "Failing")]
+    assert ('<span class="cell-box tone-fail" title="L1: fail" aria-hidden="true">✕</span>'
+            '<span class="sr-only">L1 fail') in page
     assert re.search(r'<span class="root-cause-cell" title="[^"]*">L1 driver.xid</span>', page)  # the root cause
-    names = lambda html: re.findall(r'<a href="/nodes/[0-9a-f-]+/">([\w-]+)</a>', html)  # noqa: E731
+    assert 'id="layer-legend"' in page
+    names = lambda html: re.findall(r'<td><a href="/nodes/[0-9a-f-]+/"><b>([\w-]+)</b></a>', html)  # noqa: E731
     assert names(operator_client.get(url + "?failing_layer=L1").content.decode()) == ["bad"]
     assert names(operator_client.get(url + "?label=rack-2").content.decode()) == ["bad", "fresh"]
     assert names(operator_client.get(url + "?status=passing").content.decode()) == ["good"]

@@ -27,10 +27,11 @@ def failed_run(admin_user):
 
 def test_run_page_shows_the_playbook_inline_with_matched_lines_marked(operator_client, failed_run):
     page = operator_client.get(reverse("runs:run_detail", args=[failed_run.id])).content.decode()
-    assert 'id="playbook-cuda.context"' in page and "GPU busy or unavailable" in page
-    assert "<mark>RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable</mark>" in page
+    root = page[page.index('id="root-cause"'):page.index('id="passes"')]
+    assert "GPU busy or unavailable" in root
+    assert "<mark>RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable</mark>" in root
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert 'id="playbook-host.system"' not in page
+    assert "playbook-card" not in page  # the root cause's playbook is in its card, not again below
 
 
 def test_votes_are_stored_and_shown(operator_client, failed_run, admin_user):
@@ -92,8 +93,12 @@ def test_run_page_opens_with_the_root_cause_then_findings_and_folds_the_passes(o
     root = page[page.index('id="root-cause"'):page.index("</section>")]
     assert "Root cause: cuda.context" in root and "GPU busy or unavailable" in root and 'id="first-fix"' in root
     assert "2 check(s) skipped because of it: cuda.matmul, train.resnet18" in root
-    table = page[page.index("</section>"):]
-    order = [table.index(needle) for needle in ('id="playbook-cuda.context"', ">comm.nccl<", ">driver.processes<",
-                                                 'id="passes"', ">host.system<")]
-    assert order == sorted(order)  # root cause, then fails, then warnings; passes folded at the end
-    assert ">cuda.matmul<" not in table  # listed under its cause, not again as a skip
+    rest = page[page.index("</section>"):]
+    # the warning's own playbook, then the failure above the root cause's layer, folded as a possible consequence;
+    # then the skips and the passes, folded
+    order = [rest.index(needle) for needle in ('id="playbook-oom"', ">driver.processes<",
+                                                'May follow from the root cause', ">comm.nccl<", 'id="skips"',
+                                                ">cuda.matmul<", 'id="passes"', ">host.system<")]
+    assert order == sorted(order)
+    assert '<details class="card accent-skip playbook-card"' in rest  # the possible consequence is folded
+    assert rest.count("Root cause") == 0 and page.count('id="playbook-') == 2  # one card per playbook

@@ -23,7 +23,8 @@ def node_list(request):
     context = selectors.fleet_page(**{k: v for k, v in filters.items() if v}, page=request.GET.get("page", 1))
     query = request.GET.copy()
     query.pop("page", None)
-    context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode())
+    context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode(),
+                   overview=selectors.fleet_overview())
     return render(request, "fleet/node_list.html", context)
 
 

@@ -7,13 +7,11 @@ from django.views.decorators.http import require_POST
 
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NetworkTestForm
-from cudaweb.network.models import NetworkTest, PairResult
+from cudaweb.fleet.selectors import network_page
+from cudaweb.network.models import NetworkTest
 from cudaweb.network.services import network_test_request
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.queue import BrokerUnavailable
-
-HISTORY = 10
-
 
 @guarded
 def network_list(request):
@@ -43,18 +41,7 @@ def network_start(request):
 
 @guarded
 def network_detail(request, test_id):
+    """A test's heatmap and pairs; ?fragment=1 is the live part, polled while the test runs."""
     test = get_object_or_404(NetworkTest, id=test_id)
-    nodes = list(test.nodes.order_by("name"))
-    pairs = list(test.pairs.select_related("node_a", "node_b"))
-    cells = {}
-    for pair in pairs:
-        cells[(pair.node_a_id, pair.node_b_id)] = cells[(pair.node_b_id, pair.node_a_id)] = pair
-    matrix = [(row, [cells.get((row.id, col.id)) if row.id != col.id else "self" for col in nodes]) for row in nodes]
-    history = {}
-    for pair in pairs:  # each pair's earlier results, newest first (pair_history_idx)
-        history[pair.id] = list(PairResult.objects.filter(node_a=pair.node_a, node_b=pair.node_b)
-                                .exclude(id=pair.id).select_related("test")[:HISTORY])
-    collectives = list(test.collectives.all())
-    return render(request, "network/detail.html", {"test": test, "nodes": nodes, "matrix": matrix, "pairs": pairs,
-                                                   "history": history, "live": test.status in ("PENDING", "RUNNING"),
-                                                   "collectives": collectives})
+    template = "network/_live.html" if request.GET.get("fragment") else "network/detail.html"
+    return render(request, template, dict(network_page(test=test), collectives=list(test.collectives.all())))

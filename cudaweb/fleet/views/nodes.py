@@ -15,6 +15,7 @@ from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeForm, ValidateForm
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
+from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.remote import connect
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
@@ -63,6 +64,7 @@ def node_detail(request, node_id):
         "charts": drift_selectors.node_charts(node),
         "records": node.acceptance_records.select_related("decided_by")[:10],
         "flaky": node_flakiness(node),
+        "root_cause": run_root_cause(run=node.last_run),
     })
 
 

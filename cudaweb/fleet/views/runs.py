@@ -6,10 +6,12 @@ import uuid
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 
+from cudaweb.drift.figures import run_figures
 from cudaweb.drift.selectors import compare_runs
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.selectors import run_sections
 from cudaweb.fleet.stress_charts import stress_panels
+from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.playbooks.selectors import run_playbooks
 from cudaweb.validation.models import CheckResult, ValidationRun
 
@@ -22,8 +24,10 @@ def run_context(request, run):
     """What the run's live part shows (the run page, and the onboarding page's validation step)."""
     checks = list(run.checks.all()) if run else []
     playbooks = run_playbooks(run=run, checks=checks, user=request.user) if run else {}
+    cause = run_root_cause(run=run) if run else None
     return {"run": run, "checks": checks, "playbooks": playbooks,
-            "sections": run_sections(checks=checks, playbooks=playbooks),
+            "sections": run_sections(checks=checks, playbooks=playbooks, cause=cause),
+            "figures": run_figures(run=run) if run else [],
             "retried": [check for check in checks if check.retry],
             "stress": stress_panels(run.report) if run and run.report else None}
 

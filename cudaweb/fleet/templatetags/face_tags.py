@@ -1,0 +1,93 @@
+"""The page components' vocabulary: one tone per status word (node, run or check), the label a node's status
+shows, and the 5 % steps the bar and column classes use (the Content-Security-Policy allows no inline style)."""
+
+from django import template
+
+from cudaweb.drift.catalog import METRICS
+from cudaweb.drift.figures import display_unit
+from cudaweb.fleet.selectors import RAN_MARK
+
+register = template.Library()
+
+TONES = {
+    "pass": "pass", "PASSED": "pass", "passing": "pass",
+    "warn": "warn", "WARNED": "warn", "warning": "warn",
+    "fail": "fail", "error": "fail", "FAILED": "fail", "failing": "fail", "unreachable": "fail",
+    "quarantined": "fail", "UNREACHABLE": "fail", "AUTH_FAILED": "fail", "HOST_KEY_MISMATCH": "fail",
+    "TIMED_OUT": "fail", "AGENT_ERROR": "fail", "DASHBOARD_ERROR": "fail", "INTERRUPTED": "fail",
+    "RUNNING": "live", "PENDING": "live",
+    "skip": "skip", "new": "skip", "ready": "skip", "ran": "ran",
+}
+
+
+@register.filter
+def tone(status):
+    """pass | warn | fail | live | skip | ran | none: the colour a status word is shown in."""
+    return TONES.get(status or "", "none")
+
+
+@register.filter
+def node_state(node):
+    """(label, tone, title) of a node's status badge. A node no run has judged says so, whatever its status
+    field: "Ready" only means its host key was accepted, not that it was ever validated."""
+    if node.status in ("new", "ready") and not node.last_run_id:
+        why = "host key accepted; no validation has run yet" if node.status == "ready" or node.is_local \
+            else "host key not accepted yet"
+        return "Not validated", "skip", why
+    return node.get_status_display(), tone(node.status), ""
+
+
+@register.filter
+def check_state(check):
+    """(label, tone, title) of a check's badge. A check the agent ran and passed but could not count, because a
+    lower layer failed, is "ran" (its figures are real), not a plain skip."""
+    get = check.get if isinstance(check, dict) else lambda key: getattr(check, key, None)
+    status, summary = get("status") or "", str(get("summary") or "")
+    if status == "skip" and RAN_MARK in summary:
+        return "ran", "ran", "ran and passed, but a lower layer failed, so it cannot count as a pass"
+    return status, tone(status), ""
+
+
+@register.filter
+def ran_summary(summary):
+    """The summary without the agent's "(ran, but ...)" suffix (the badge says it)."""
+    text = summary or ""
+    cut = text.find(" " + RAN_MARK)
+    return text[:cut] if cut >= 0 else text
+
+
+@register.filter
+def step5(value, total):
+    """value / total in 5 % steps (0-100), for the .hN / .wN classes."""
+    try:
+        share = float(value) / float(total)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0
+    if share <= 0:
+        return 0
+    return max(5, min(100, int(round(share * 20)) * 5))
+
+
+@register.filter
+def unit_of(metric):
+    """A catalogue metric's unit (drift rows stored before units were kept name only the metric)."""
+    found = METRICS.get(metric or "")
+    return display_unit(metric, found.unit) if found else ""
+
+
+@register.filter
+def answers(result):
+    """A triage's matches apart: confident answers, other rule matches, and guesses (near misses, similar texts)."""
+    matches = list(getattr(result, "playbooks", None) or [])
+    return {"confident": [m for m in matches if m.confident],
+            "likely": [m for m in matches if m.basis == "rules" and not m.confident],
+            "guesses": [m for m in matches if m.basis != "rules"]}
+
+
+MARKS = {"pass": "✓", "warn": "!", "fail": "✕", "error": "✕", "skip": "–"}
+
+
+@register.filter
+def mark(status):
+    """The symbol a layer cell shows (the colour is not the only sign: colour-blind readers, print)."""
+    return MARKS.get(status or "", "·")
