@@ -154,7 +154,7 @@ def test_the_fleet_page_shows_the_stress_layer_of_a_burnin(operator_client, node
     node.refresh_from_db()
     assert node.layer_status["L7"] == "warn" and node.layer_status["L4"] == "pass"  # a recording of L0-L4 + L7
     page = operator_client.get(reverse("fleet:node_list")).content.decode()
-    assert '<th class="layer">L7</th>' in page and 'title="L7 warn"' in page and '<option value="L7"' in page
+    assert '<th class="layer">L7</th>' in page and 'title="L7: warn"' in page and '<option value="L7"' in page
 
 
 def test_the_run_page_shows_both_attempts_of_a_flaky_check(operator_client, node):
@@ -177,7 +177,7 @@ def test_a_node_flaky_in_three_runs_within_seven_days_is_flagged(operator_client
     assert 'id="node-flaky"' in page and "flaky node" not in page and "in 2 runs of the last 7 days" in page
     flaky_run(node)
     page = operator_client.get(node.get_absolute_url()).content.decode()
-    assert '<span class="status s-warning">flaky node</span>' in page and "in 3 runs of the last 7 days" in page
+    assert '<span class="badge tone-warn">flaky node</span>' in page and "in 3 runs of the last 7 days" in page
     token = token_issue(user=user_with_role(django_user_model, "api-viewer", "viewer"), name="test")[1]
     listed = json.loads(client.get("/api/v1/nodes/", **bearer(token)).content)["nodes"]
     assert listed[0]["flaky"] == {"runs": 3, "days": 7, "limit": 3, "flagged": True}
