@@ -337,6 +337,14 @@ def hand_gpus_to_trainers(ctx):
         ctx.pool.close()
 
 
+def end_trainers(ctx):
+    """End the training workers once training is over (before L7): they hold a context and the memory their
+    allocator cached on each GPU, which the burn-in would count as another process's and the memory test could not
+    cover. Their pids stay ours (our_pids)."""
+    if isinstance(getattr(ctx, "trainers", None), Pool):
+        ctx.trainers.close()
+
+
 def our_pids(ctx):
     """Every worker process this run started (measuring, training, replayed)."""
     pids = set()

@@ -47,3 +47,28 @@ def test_no_worker_of_either_kind_outlives_the_run(tmp_path):
                           env={"PYTHONPATH": "%s:%s" % (slow_torch, os.getcwd()), "CUDAWEB_TEST_TAG": tag})
     assert {w["role"] for w in report["timing"]["workers"]} == {"measure", "train"}
     assert processes_with_env("CUDAWEB_TEST_TAG", tag) == []
+
+
+def test_the_training_workers_end_before_the_stress_layer_and_stay_ours():
+    # Seen on the lent H200 (2026-12-01): a training worker still held its context and cached memory during L7, and
+    # the burn-in named it another process (gpu_busy, memory_taken_during_test).
+    ctx = engine.Context("burnin", {})
+    ctx.trainers = children.Pool(ctx, role="train")
+    ended = []
+
+    class Worker:
+        def close(self):
+            ended.append(True)
+
+    ctx.trainers.workers, ctx.trainers.started_pids = {0: Worker()}, {4242}
+    try:
+        children.end_trainers(ctx)
+        assert ended == [True] and ctx.trainers.workers == {}
+        assert 4242 in children.our_pids(ctx)
+    finally:
+        ctx.trainers.remove()
+    source = open(children.__file__.replace("children.py", "checks/stress.py")).read()
+    for check_id in ("stress.sustained", "stress.memory_test", "stress.consistency"):
+        body = source[source.index('@check("%s"' % check_id):]
+        body = body[:body.index("\n@check(") if "\n@check(" in body[1:] else len(body)]
+        assert "children.end_trainers(ctx)" in body, check_id

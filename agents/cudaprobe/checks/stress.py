@@ -312,6 +312,7 @@ def stress_sustained(ctx):
     absent = _no_gpu(ctx)
     if absent:
         return absent
+    children.end_trainers(ctx)  # training is over: its workers' contexts and cached memory must not be on the GPUs
     seconds = burnin_seconds(ctx)
     before = kernel_xids(ctx)  # driver.xid read the log before the load: an Xid under it shows only here or in NVML
     outcomes = children.run_each(ctx, gpu_sustained, _ranks(ctx), {"seconds": seconds}, timeout=seconds + 120)
@@ -325,8 +326,7 @@ def stress_sustained(ctx):
         return failure
     gpus = _merged(outcomes)
     sku, model = reference(ctx)
-    ours = ctx.pool.pids() if ctx.pool is not None else ()
-    findings, metrics = burnin.judge_sustained(gpus, sku, ours)
+    findings, metrics = burnin.judge_sustained(gpus, sku, children.our_pids(ctx))
     if not any(g["sampler"].get("xids") for g in gpus):  # NVML delivered none (or no events here): the kernel log
         for line in new_lines(before, after)[:10]:
             findings.add("fail", "Xid in the kernel log during the burn-in: %s" % line.strip()[:300], "xid_under_load")
@@ -356,6 +356,7 @@ def stress_memory_test(ctx):
     absent = _no_gpu(ctx)
     if absent:
         return absent
+    children.end_trainers(ctx)  # training is over: its workers' contexts and cached memory must not be on the GPUs
     passes = int(ctx.environ.get("CUDAPROBE_MEMTEST_PASSES") or 2)
     outcomes = children.run_each(ctx, gpu_memory_test, _ranks(ctx), {"passes": passes, "fraction": 0.9})
     if not all_ok(outcomes):
@@ -365,7 +366,7 @@ def stress_memory_test(ctx):
 
 def judge_memory_test(ctx, gpus):
     findings, metrics = Findings(), {}
-    ours = set(ctx.pool.pids()) if ctx.pool is not None else set()
+    ours = children.our_pids(ctx)
     for g in gpus:
         label = "GPU %s" % g["index"]
         tested = [p["gib"] for p in g["passes"]]
@@ -421,6 +422,7 @@ def stress_consistency(ctx):
     absent = _no_gpu(ctx)
     if absent:
         return absent
+    children.end_trainers(ctx)  # training is over: its workers' contexts and cached memory must not be on the GPUs
     # deterministic cuBLAS needs its workspace fixed before the first cuBLAS call: workers of their own
     env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
     pool = children._own_pool(ctx, env)
