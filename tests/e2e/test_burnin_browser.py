@@ -4,25 +4,21 @@
 import pytest
 
 from cudaweb.nodes.models import Node
-from tests.e2e.test_browser import browser_page  # noqa: F401  (the fixture)
+from tests.e2e.test_browser import _login, _page, browser  # noqa: F401  (the fixture)
 from tests.fleet.test_burnin_pages import burnin_report, flaky_run, store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_burnin_series_draws_under_the_csp(browser_page, live_server, admin_user):  # noqa: F811
+def test_the_burnin_series_draws_under_the_csp(browser, live_server, admin_user):  # noqa: F811
     node = Node.objects.create(name="h200-burnt", transport=Node.Transport.LOCAL)
     flaky_run(node)
     run = store(node, burnin_report(), mode="burnin", burnin_seconds=300)
-    page = browser_page
+    page = _page(browser)
     refused = []
     page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text
             else None)
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "operator")
-    page.fill("input[name=password]", "correct-horse-battery")
-    page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Fleet')")
+    _login(page, live_server.url)
     page.goto(live_server.url + run.get_absolute_url())
     page.wait_for_selector("#stress-series")
     lines = page.locator("#stress-series polyline")
