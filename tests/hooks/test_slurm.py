@@ -62,7 +62,9 @@ def decide(node, run, decision, user):
 
 
 def state_and_reason(text):
-    return re.search(r"\bState=(\S+)", text).group(1), (re.search(r"\bReason=(.*?) \[", text) or [None, ""])[1]
+    # scontrol ends the reason with "[user@time]"; the reason itself may hold brackets ("[gpu_hardware]")
+    return re.search(r"\bState=(\S+)", text).group(1), (re.search(r"\bReason=(.*) \[[^\]\s]*@[^\]\s]*\]", text) or
+                                                       [None, ""])[1]
 
 
 def test_quarantine_drains_and_acceptance_resumes(slurm, controller, gpu_node, admin_user):
