@@ -184,11 +184,11 @@ def call_timing(ctx, task, ranks, sent, outcomes):
     timings = [(o.result or {}).get("timing") or {} for o in outcomes if isinstance(o.result, dict)]
     for key in TIMING_KEYS:
         values = [t[key] for t in timings if isinstance(t.get(key), (int, float))]
-        if values:
-            entry[key] = round(max(values), 3)
+        if values:  # never below zero: a slip in a task's own arithmetic must not cost the report its schema
+            entry[key] = round(max(0.0, max(values)), 3)
     phases = next((t["phases"] for t in timings if isinstance(t.get("phases"), dict)), None)
     if phases:
-        entry["phases"] = {k: round(v, 3) for k, v in phases.items() if isinstance(v, (int, float))}
+        entry["phases"] = {k: round(max(0.0, v), 3) for k, v in phases.items() if isinstance(v, (int, float))}
     return entry
 
 

@@ -43,3 +43,18 @@ def test_quick_starts_one_measuring_worker_and_no_training_worker(tmp_path):
 def test_no_worker_starts_when_no_selected_check_needs_torch(tmp_path):
     report, _ = run_agent(Scenario(tmp_path), args=["--mode", "standard", "--only", "L0,L1"])
     assert report["timing"]["workers"] == []
+
+
+def test_a_task_timing_below_zero_is_kept_at_zero():
+    # Seen on the simulated cluster: comm's measured_s came out negative, and the schema refused the whole report.
+    from agents.cudaprobe import children, engine
+
+    class Outcome:
+        result = {"timing": {"task_s": 1.0, "setup_s": 0.5, "measured_s": -0.16, "phases": {"x.measured_s": -1.0}}}
+
+    def task():
+        return None
+
+    ctx = engine.Context("standard")
+    entry = children.call_timing(ctx, task, [0], __import__("time").monotonic(), [Outcome()])
+    assert entry["measured_s"] == 0.0 and entry["setup_s"] == 0.5 and entry["phases"] == {"x.measured_s": 0.0}

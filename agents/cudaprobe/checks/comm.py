@@ -69,7 +69,7 @@ def gpu_allreduce(args):
     """All-reduce correctness and bandwidth; busbw = algbw * 2(n-1)/n as nccl-tests defines it."""
     import torch
 
-    started = time.perf_counter()
+    task_started = time.perf_counter()
     backend = args.get("backend", "nccl")
     dist, rank, world, init_s = init_group(torch, backend, args)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -107,7 +107,7 @@ def gpu_allreduce(args):
     return {"rank": rank, "world": world, "backend": backend, "init_s": init_s, "correct": correct,
             "sizes": results, "index": device.index,
             "activity": {"before": before, "after": activity.snapshot(torch, device.index) if before else None},
-            "timing": {"setup_s": init_s, "measured_s": time.perf_counter() - started - init_s}}
+            "timing": {"setup_s": init_s, "measured_s": time.perf_counter() - task_started - init_s}}
 
 
 # ---- in the agent
