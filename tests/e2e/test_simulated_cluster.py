@@ -66,7 +66,8 @@ def test_a_rack_validated_at_once_over_ssh_with_a_replayed_gpu_fault(celery_work
         log.write("[ 4711.000001] NVRM: Xid (PCI:0000:00:07): 79, pid=0, GPU has fallen off the bus.\n")
     runs = [run_request(node=node, mode="quick") for node, _, _ in cluster]
     runs = [wait_for_terminal(run, timeout=240) for run in runs]
-    assert {run.status for run in runs} == {ValidationRun.Status.FAILED}  # no GPU here: every verdict is fail
+    # no GPU here: every verdict is fail
+    assert {run.status for run in runs} == {ValidationRun.Status.FAILED}, [(r.status, r.reason[:400]) for r in runs]
     assert all(run.report for run in runs)
     xid = {run.node.name: next(c for c in run.report["checks"] if c["id"] == "driver.xid") for run in runs}
     assert xid[faulty.name]["signatures"] == ["xid_critical", "gpu_fallen_off_bus"]
