@@ -3,9 +3,10 @@
 Run on the GPU host with its own interpreter: `python3 bench/reference_loop.py [--json FILE]`. Each figure is the
 simplest loop that measures it, timed with CUDA events after a warm-up, on random data, with torch's defaults
 (cuDNN autotuning off) unless the line says otherwise:
-- dense matmul n^3 (8192) per dtype, 50 timed products (fp32: 10) after 10 warm-ups;
-- the same products the way the agent timed them before issue 22 (3 warm-ups, then 30 / 30 / 10 / 4 in one run),
-  in this process right after the plain ones: what the old pattern read against the plain loop;
+- dense matmul n^3 (8192) per dtype, held: products for 1 s (the GPU reaches its power limit and its clocks
+  settle), then as many as run in 1.5 s, timed as one span (the throughput a training job gets);
+- the same products timed from idle, 50 after 10 warm-ups (what this loop measured before issue 22: mostly the
+  first ~0.1 s, when an idle H200 runs above its held rate), in this process after the held ones;
 - host<->device copies of 256 MiB, pinned and pageable, 20 timed after 2 warm-ups;
 - ResNet-18 (the agent's model, bs 256, channels-last, synthetic data on the GPU) SGD, AMP bf16 and fp16, 50 timed
   steps after 5 warm-ups, the loss read once at the end, the first step timed on its own.
@@ -41,6 +42,25 @@ def matmul(torch, n, dtype, tf32, warmup, iters):
     seconds = event_seconds(torch, lambda: a @ b, iters)
     torch.backends.cuda.matmul.allow_tf32 = False
     return 2 * n**3 / seconds / 1e12
+
+
+def held_matmul(torch, n, dtype, tf32, warmup_s=1.0, timed_s=1.5):
+    """Products for warmup_s, then for timed_s (in steps of 10, synchronised between steps): TFLOP/s of the span."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+
+    def run_for(seconds):
+        began, products, spent = time.perf_counter(), 0, 0.0
+        while time.perf_counter() - began < seconds:
+            spent += event_seconds(torch, lambda: a @ b, 10) * 10
+            products += 10
+        return products, spent
+
+    run_for(warmup_s)
+    products, spent = run_for(timed_s)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return 2 * n**3 * products / spent / 1e12
 
 
 def copies(torch, mib=256, iters=20):
@@ -111,10 +131,10 @@ def main():
         plans = (("bf16", torch.bfloat16, False, 50), ("fp16", torch.float16, False, 50),
                  ("tf32", torch.float32, True, 50), ("fp32", torch.float32, False, 10))
         for name, dtype, tf32, iters in plans:
-            figures["matmul_%s_tflops" % name] = matmul(torch, args.n, dtype, tf32, 10, iters)
-        for name, dtype, tf32, iters in (("bf16", torch.bfloat16, False, 30), ("fp16", torch.float16, False, 30),
-                                         ("tf32", torch.float32, True, 10), ("fp32", torch.float32, False, 4)):
-            figures["old_pattern_matmul_%s_tflops" % name] = matmul(torch, args.n, dtype, tf32, 3, iters)
+            figures["matmul_%s_tflops" % name] = held_matmul(torch, args.n, dtype, tf32)
+        for name, dtype, tf32, iters in plans:
+            time.sleep(2.0)  # idle again: clocks fall back
+            figures["from_idle_matmul_%s_tflops" % name] = matmul(torch, args.n, dtype, tf32, 10, iters)
         figures.update(copies(torch))
     torch.backends.cudnn.benchmark = args.autotune
     suffix = "_autotuned" if args.autotune else ""

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from agents.cudaprobe import proc
+from agents.cudaprobe import bytecode, proc
 from agents.cudaprobe.registry import task_name
 from agents.cudaprobe.worker import RESULT_MARKER
 
@@ -40,6 +40,9 @@ def child_env(ctx, extra=None):
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    if not hasattr(ctx, "bytecode"):
+        ctx.bytecode = bytecode.prepare(ctx.environ)  # once per run, for the report's timing
+    bytecode.child_environment(env, ctx.bytecode)
     env.update(extra or {})
     return env
 
@@ -315,7 +318,7 @@ class ReplayPool:
 def local_pool(ctx):
     """The run's pool of local workers (rank r drives GPU r), created on first use."""
     if ctx.pool is None:
-        ctx.pool = Pool(ctx)
+        ctx.pool = Pool(ctx, env={"CUDAPROBE_WORKER_CONTEXT": "1"})  # each makes its GPU's context early
     return ctx.pool
 
 

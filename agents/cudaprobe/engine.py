@@ -207,6 +207,8 @@ def run_checks(specs, ctx, events=None):
         "checks": checks,
         "timing": {"workers": ctx.worker_timings},
     }
+    if getattr(ctx, "bytecode", None):
+        report["timing"]["bytecode_cache"] = ctx.bytecode
     emit_event(events, event="finished", verdict=report["verdict"])
     return report
 

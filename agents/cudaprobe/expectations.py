@@ -13,14 +13,16 @@ judged against their sibling GPUs only, and the check says "no reference for <mo
 FAIL_BELOW = 0.5
 WARN_BELOW = 0.85
 
-# Median measured / peak on the real 2 x H200 and 1 x H200 runs of 2026-11-30 before this table existed (12 GPU-runs
-# each; NCCL and P2P 4 runs). bench/calibrate_expectations.py recomputes them from every healthy report kept since;
-# tests/agent/test_judging.py holds the table within 0.02 of that.
+# Median measured / peak on the real H200 runs: matmul on the 1 x H200 runs of 2026-12-01 that time it once the
+# GPU holds its power limit (issue 22; the figures of the first ~0.1 s from idle, timed before, were 15-19 % higher:
+# bf16 0.796, fp16 0.744, tf32 0.703 of peak), the rest on the 2 x H200 and 1 x H200 runs of 2026-11-30 and since.
+# bench/calibrate_expectations.py recomputes them from every healthy report kept; tests/agent/test_judging.py holds
+# the table within 0.02 of that.
 HEALTHY_FRACTION = {
-    "matmul_bf16_tflops": 0.796,   # 787.9 of 989.5
-    "matmul_fp16_tflops": 0.744,   # 736.1 of 989.5
-    "matmul_tf32_tflops": 0.703,   # 347.5 of 494.5
-    "matmul_fp32_tflops": 0.754,   # 50.5 of 67
+    "matmul_bf16_tflops": 0.689,   # 681.9 of 989.5, held at the 700 W limit
+    "matmul_fp16_tflops": 0.658,   # 651.4 of 989.5
+    "matmul_tf32_tflops": 0.727,   # 359.3 of 494.5
+    "matmul_fp32_tflops": 0.748,   # 50.1 of 67 (fp32 stays under the limit: the same before and after)
     "h2d_pinned_gbs": 0.878,       # 55.35 of 63.0 (PCIe gen5 x16, per direction)
     "d2h_pinned_gbs": 0.877,       # 55.26 of 63.0
     "p2p_copy_gbs": 0.876,         # 394.0 of 450 (18 NVLink 4 links x 25 GB/s per direction)

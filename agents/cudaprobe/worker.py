@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 
+from agents.cudaprobe import driver_context
 from agents.cudaprobe.registry import resolve_task
 
 RESULT_MARKER = "CUDAPROBE_RESULT "
@@ -72,12 +73,14 @@ def reply(result):
 def serve():
     started = time.perf_counter()
     torch_import_s = preload_s = None
+    context = driver_context.start_if_asked()  # the driver's part, in a thread while torch imports
     try:
         import torch  # noqa: F401 - paid once here, while the parent goes on with other checks
         torch_import_s = time.perf_counter() - started
         preload_s = _preload(os.environ.get("CUDAPROBE_WORKER_PRELOAD", ""))
     except BaseException:
         pass  # each task imports torch again and reports the error as its result
+    context = context.result() if context is not None else None
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -89,6 +92,8 @@ def serve():
             continue
         if torch_import_s is not None:
             args.setdefault("torch_import_s", torch_import_s)
+        if context is not None:
+            args.setdefault("driver_context", context)
         result = run_one(name, args)
         if preload_s is not None and isinstance(result, dict) and isinstance(result.get("timing"), dict):
             result["timing"].setdefault("preload_s", preload_s)

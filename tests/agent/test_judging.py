@@ -53,7 +53,7 @@ def test_half_of_expected_fails_and_85_percent_warns(ratio, status):
 
 def test_expectations_on_the_h200_reference_host():
     h200 = expectations.sku_for("NVIDIA H200")
-    assert round(expectations.expected_matmul(h200, "matmul_bf16_tflops").value) == 788
+    assert round(expectations.expected_matmul(h200, "matmul_bf16_tflops").value) == 682  # held at the power limit (issue 22)
     assert round(expectations.expected_host_copy(h200, "h2d_pinned_gbs").value, 1) == 55.3
     assert round(expectations.expected_p2p(h200, "NV18").value) == 394
     busbw = expectations.expected_busbw(h200, ["NV18"])
