@@ -21,6 +21,7 @@ from cudaweb.playbooks import linear
 KNOWLEDGE_DIR = Path(__file__).resolve().parent / "knowledge"
 NAME_WEIGHT = 1.0  # an identifier (cudaErrorNoDevice, CUDA_ERROR_OUT_OF_MEMORY, ncclSystemError) names one error
 MESSAGE_WEIGHT = 0.8  # the library's own message, word for word
+FRAMED_WEIGHT = 1.0  # a message in the frame its printer puts around it ("CUDA error: out of memory"): one error
 SHORT_MESSAGE_WEIGHT = 0.5  # a message under SHORT characters ("out of memory") also appears in other contexts
 NUMBER_WEIGHT = 0.8  # a numeric code in a context that says which table it belongs to
 FILE_WEIGHT = 0.6  # an NCCL WARN line from a source file whose job is known
@@ -55,7 +56,7 @@ class Hit:
     entry: Entry
     offset: int  # where in the text
     weight: float
-    how: str  # "name", "message", "number" or "file"
+    how: str  # "name", "message", "framed", "number", "pattern", "repeat" or "file"
 
     def as_dict(self):
         e = self.entry
@@ -110,6 +111,20 @@ def _names(entry):
 def _stem(path):
     """net_ib for transport/net_ib.cc and net_ib.cu (NCCL's sources were .cu before 2.9)."""
     return path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+
+
+# How torch, NCCL and TensorRT print a CUDA error string, right before it: c10/cuda/CUDAException.cpp "CUDA error: "
+# + cudaGetErrorString, "CUDA driver error: " + cuGetErrorString, NCCL's CUDACHECK "Cuda failure 'STRING'" (2.19 and
+# later "Cuda failure N 'STRING'"), torch 1.x THC "cuda runtime error (N) : STRING", TensorRT "Cuda Runtime (STRING)".
+# The frame says which table a message belongs to: "out of memory" after "CUDA error: " is cudaErrorMemoryAllocation.
+FRAMED_TABLES = frozenset({"cuda_runtime", "cuda_driver", "cuda_runtime_legacy"})
+_FRAME = linear.compile(r"(?:cuda(?: driver)? error: |cuda failure (?:\d{1,4} )?'|cuda failure: "
+                        r"|cuda runtime error \(\d{1,4}\) : |cuda runtime \()\z")
+FRAME_LOOKBACK = 40
+
+
+def _framed(text, start):
+    return _FRAME.search(text[max(0, start - FRAME_LOOKBACK):start]) is not None  # bytes, as the matcher passes
 
 
 def _boundary(literal):
@@ -170,9 +185,13 @@ class Knowledge:
         if self.message_regex is not None:
             for match in itertools.islice(self.message_regex.finditer(text), MAX_SCAN):
                 message = linear.text_of(match.group(0)).lower().rstrip(".")
+                weight = MESSAGE_WEIGHT if len(message) >= SHORT else SHORT_MESSAGE_WEIGHT
+                framed = _framed(text, match.start())
                 for entry in self.by_message.get(message, ()):
-                    add(entry, match.start(), MESSAGE_WEIGHT if len(message) >= SHORT else SHORT_MESSAGE_WEIGHT,
-                        "message")
+                    if framed and entry.table in FRAMED_TABLES:
+                        add(entry, match.start(), FRAMED_WEIGHT, "framed")
+                    else:
+                        add(entry, match.start(), weight, "message")
         for i in sorted(self.screen.occurring(text)):  # one pass: which of the patterns occur at all
             how, table, entry, compiled = self.checks[i]
             if how == "pattern":
