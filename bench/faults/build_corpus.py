@@ -2,6 +2,7 @@
 
     python bench/faults/build_corpus.py bench/faults/results/gpu_faults-2026-12-01.jsonl
     python bench/faults/build_corpus.py --batch b bench/faults/results/gpu_faults-b-2026-12-01.jsonl
+    python bench/faults/build_corpus.py --batch c bench/faults/results/gpu_faults-c-DATE.jsonl
 
 Each fault's text keeps its command, its return code and the versions of the stack that printed it; its
 category is the one faults.py registered when the fault was written. A fault whose run did not show the
@@ -12,6 +13,10 @@ up to HOLDOUT_SHARE of the texts, keeping for every category at least one group 
 
 Batch b (faults written after the first blind measurement) is added, not re-split: a text that is a near copy of
 any text already in either corpus goes to `repeat` (with `repeat_of`), every other one to `holdout-gpu-b`.
+Batch c (a third blind holdout) is added the same way, to `holdout-gpu-c`; besides the faults named in DROPPED, a
+fault of batch c that printed nothing, exited 0 (all but its performance advisories raise) or, for an advisory,
+printed no warning, did not show its failure and is left out with that reason (not_shown). A batch already in the
+corpus is not added twice.
 """
 
 import argparse
@@ -41,6 +46,7 @@ DROPPED = {  # run on torch 2.11.0+cu130, NCCL 2.28.9, driver 580.159.04: what e
     "tf32_advice_warning": "our script's own error (lightning.pytorch.demos is not imported by lightning)",
     "autocast_dtype_not_supported": "ran: no warning printed for autocast to float32 on CUDA",
 }
+HOLDOUT_OF_BATCH = {"b": "holdout-gpu-b", "c": "holdout-gpu-c"}
 MISLABELLED = {  # seen after the split: the run printed another failure than the one its category names
     "ddp_parameter_marked_ready_twice": "printed 'element 0 of tensors does not require grad' (the checkpointed "
                                         "input had no grad), not DDP's 'mark a variable ready only once'",
@@ -91,20 +97,44 @@ def _entry(run, path):
             "timed_out": run["timed_out"], "versions": run["versions"], "recorded": Path(path).name}
 
 
-def add_batch(path, public=REPO / "tests" / "data" / "triage_corpus.jsonl"):
+def not_shown(run):
+    """Why a run of batch c did not show the failure its fault was written for, or None when it did.
+
+    Every fault of batch c but the performance advisories raises; an advisory of batch c is a Python or C++
+    warning (UserWarning, TORCH_WARN), printed while the job goes on.
+    """
+    if not run["text"].strip():
+        return "printed nothing (exit status %s%s)" % (run["rc"], ", timed out" if run["timed_out"] else "")
+    if run["rc"] == 0 and run["category"] != "performance":
+        return "ran: exit status 0"
+    if run["rc"] == 0 and "warning" not in run["text"].lower():
+        return "ran: exit status 0 and no warning printed"
+    return None
+
+
+def add_batch(path, batch="b", public=REPO / "tests" / "data" / "triage_corpus.jsonl"):
+    split = HOLDOUT_OF_BATCH[batch]
     earlier = [json.loads(line) for p in (public, OUT) for line in p.open(encoding="utf-8") if line.strip()]
-    new = [_entry(json.loads(line), path) for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    new = [e for e in new if e["id"][len("gpu-"):] not in DROPPED]
+    if any(split in (e["split"], e.get("gathered_as")) for e in earlier):
+        sys.exit("%s is already in %s; not added twice" % (split, OUT.name))
+    runs = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    left_out = {r["name"]: DROPPED[r["name"]] for r in runs if r["name"] in DROPPED}
+    if batch != "b":  # batch b was built before this check; its texts stay as they were
+        left_out.update({r["name"]: not_shown(r) for r in runs if r["name"] not in left_out and not_shown(r)})
+    new = [_entry(run, path) for run in runs if run["name"] not in left_out]
     for entry in new:
-        entry["split"] = "holdout-gpu-b"
+        entry["split"] = split
     for i, j, _ in novelty.near_copies([e["text"] for e in new], [e["text"] for e in earlier]):
-        new[i].update(split="repeat", gathered_as="holdout-gpu-b")
+        new[i].update(split="repeat", gathered_as=split)
         new[i]["repeat_of"] = sorted(set(new[i].get("repeat_of", [])) | {earlier[j]["id"]})
     with OUT.open("a", encoding="utf-8") as fh:
         for entry in sorted(new, key=lambda e: (e["split"], e["id"])):
             fh.write(json.dumps(entry, sort_keys=True) + "\n")
-    held = sum(e["split"] == "holdout-gpu-b" for e in new)
-    print("batch b: %d texts: holdout-gpu-b %d, repeat %d" % (len(new), held, len(new) - held))
+    held = sum(e["split"] == split for e in new)
+    print("batch %s: %d texts: %s %d, repeat %d; %d left out" % (batch, len(new), split, held, len(new) - held,
+                                                                 len(left_out)))
+    for name, reason in sorted(left_out.items()):
+        print("  left out %s: %s" % (name, reason))
 
 
 def main(path):
@@ -130,6 +160,6 @@ def main(path):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path")
-    parser.add_argument("--batch", default="a")
+    parser.add_argument("--batch", default="a", choices=["a"] + sorted(HOLDOUT_OF_BATCH))
     args = parser.parse_args()
-    add_batch(args.path) if args.batch == "b" else main(args.path)
+    add_batch(args.path, args.batch) if args.batch in HOLDOUT_OF_BATCH else main(args.path)

@@ -1,6 +1,6 @@
 """Run every fault of faults.py, each in its own processes under a timeout, and keep what it printed.
 
-    OUT=/dir python3 bench/faults/run_all.py [--jobs 8] [NAME ...]
+    OUT=/dir python3 bench/faults/run_all.py [--jobs 8] [--batch c] [NAME ...]
 
 Writes $OUT/gpu_faults.jsonl: one object a fault, {name, category, command, launcher, rc, seconds, timed_out,
 text, versions}; `command` is the exact command line (with its environment) that printed `text` (stdout and
@@ -75,7 +75,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--jobs", type=int, default=8)
-    parser.add_argument("--batch", help="only the faults of this batch (faults.py: a, b)")
+    parser.add_argument("--batch", choices=sorted({f["batch"] for f in faults.FAULTS.values()}),
+                        help="only the faults of this batch (faults.py --list shows each fault's)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu-faults"))
     parser.add_argument("--budget", type=float, default=600.0, help="seconds; faults not started by then are skipped")
     args = parser.parse_args()

@@ -13,7 +13,8 @@ def _entries():
     return [json.loads(line) for path in CORPORA for line in path.open(encoding="utf-8") if line.strip()]
 
 
-ORDER = ("holdout-a", "holdout-b", "holdout-c", "holdout-d", "holdout-gpu", "holdout-gpu-b")  # as gathered, after the dev splits
+ORDER = ("holdout-a", "holdout-b", "holdout-c", "holdout-d", "holdout-gpu", "holdout-gpu-b",
+         "holdout-gpu-c")  # as gathered, after the dev splits
 
 
 def _gathered(entry):
