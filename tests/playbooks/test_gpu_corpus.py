@@ -111,5 +111,6 @@ def test_the_gpu_holdouts_through_triage_log(tmp_path):
 
 # (top-1, top-3, most confident wrong answers): no regression below the final code of issue 23 (2026-12-01). The
 # blind figures, measured once each, are in docs/benchmarks.md: these floors came after them.
-DEV_FLOOR = (55, 56, 1)
-HOLDOUT_FLOOR = {"holdout-gpu": (41, 41, 0), "holdout-gpu-b": (15, 15, 0), "repeat": (6, 6, 0)}
+DEV_FLOOR = (56, 56, 0)
+HOLDOUT_FLOOR = {"holdout-gpu": (41, 41, 0), "holdout-gpu-b": (15, 15, 0), "holdout-gpu-c": (26, 26, 0),
+                 "repeat": (36, 36, 0)}
