@@ -80,7 +80,8 @@ def _replay_l4_to_l7(record):
     for spec in registry.load_all():
         if spec.id not in recorded:
             continue
-        result = engine._run_one(spec, ctx) if spec.layer in REPLAYED else dict(recorded[spec.id])
+        never_ran = recorded[spec.id]["summary"].startswith("not run: --only")  # cli lists what --only left out
+        result = engine._run_one(spec, ctx) if spec.layer in REPLAYED and not never_ran else dict(recorded[spec.id])
         if spec.id == "torch.import":
             torch_info(ctx)
         ctx.results[spec.id] = result
