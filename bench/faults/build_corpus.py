@@ -3,6 +3,7 @@
     python bench/faults/build_corpus.py bench/faults/results/gpu_faults-2026-12-01.jsonl
     python bench/faults/build_corpus.py --batch b bench/faults/results/gpu_faults-b-2026-12-01.jsonl
     python bench/faults/build_corpus.py --batch c bench/faults/results/gpu_faults-c-DATE.jsonl
+    python bench/faults/build_corpus.py --batch d bench/faults/results/gpu_faults-d-DATE.jsonl
 
 Each fault's text keeps its command, its return code and the versions of the stack that printed it; its
 category is the one faults.py registered when the fault was written. A fault whose run did not show the
@@ -15,13 +16,15 @@ Batch b (faults written after the first blind measurement) is added, not re-spli
 any text already in either corpus goes to `repeat` (with `repeat_of`), every other one to `holdout-gpu-b`.
 Batch c (a third blind holdout) is added the same way, to `holdout-gpu-c`; besides the faults named in DROPPED, a
 fault of batch c that printed nothing, exited 0 (all but its performance advisories raise) or, for an advisory,
-printed no warning, did not show its failure and is left out with that reason (not_shown). A batch already in the
-corpus is not added twice.
+printed no warning, did not show its failure and is left out with that reason (not_shown). Batch d (a fourth
+blind holdout, each fault aimed at a final message no earlier text printed) goes the same way to `holdout-gpu-d`.
+A batch already in the corpus is not added twice.
 """
 
 import argparse
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,7 +49,7 @@ DROPPED = {  # run on torch 2.11.0+cu130, NCCL 2.28.9, driver 580.159.04: what e
     "tf32_advice_warning": "our script's own error (lightning.pytorch.demos is not imported by lightning)",
     "autocast_dtype_not_supported": "ran: no warning printed for autocast to float32 on CUDA",
 }
-HOLDOUT_OF_BATCH = {"b": "holdout-gpu-b", "c": "holdout-gpu-c"}
+HOLDOUT_OF_BATCH = {"b": "holdout-gpu-b", "c": "holdout-gpu-c", "d": "holdout-gpu-d"}
 MISLABELLED = {  # seen after the split: the run printed another failure than the one its category names
     "ddp_parameter_marked_ready_twice": "printed 'element 0 of tensors does not require grad' (the checkpointed "
                                         "input had no grad), not DDP's 'mark a variable ready only once'",
@@ -97,17 +100,21 @@ def _entry(run, path):
             "timed_out": run["timed_out"], "versions": run["versions"], "recorded": Path(path).name}
 
 
-def not_shown(run):
-    """Why a run of batch c did not show the failure its fault was written for, or None when it did.
+# a warning line of torch's logging (glog style: W, month, day, time), as dynamo and inductor print theirs
+GLOG_WARNING = re.compile(r"^(?:\[rank\d+\]:\s*)?\[?W\d{4} \d\d:\d\d:\d\d", re.MULTILINE)
 
-    Every fault of batch c but the performance advisories raises; an advisory of batch c is a Python or C++
-    warning (UserWarning, TORCH_WARN), printed while the job goes on.
+
+def not_shown(run):
+    """Why a run of batch c or d did not show the failure its fault was written for, or None when it did.
+
+    Every fault of these batches but the performance advisories raises; an advisory is a Python or C++ warning
+    (UserWarning, TORCH_WARN) or a warning line of torch's logging (dynamo, inductor), printed while the job goes on.
     """
     if not run["text"].strip():
         return "printed nothing (exit status %s%s)" % (run["rc"], ", timed out" if run["timed_out"] else "")
     if run["rc"] == 0 and run["category"] != "performance":
         return "ran: exit status 0"
-    if run["rc"] == 0 and "warning" not in run["text"].lower():
+    if run["rc"] == 0 and "warning" not in run["text"].lower() and not GLOG_WARNING.search(run["text"]):
         return "ran: exit status 0 and no warning printed"
     return None
 

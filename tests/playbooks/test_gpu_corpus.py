@@ -39,8 +39,8 @@ def test_every_text_comes_from_a_fault_script_with_its_command_and_versions():
     entries = _corpus()
     splits = {e["split"] for e in entries}
     assert {"dev-gpu", "holdout-gpu", "holdout-gpu-b", "repeat"} <= splits <= {
-        "dev-gpu", "holdout-gpu", "holdout-gpu-b", "holdout-gpu-c", "repeat"}  # c once batch c's run is added
-    assert all(e["gathered_as"] in ("holdout-gpu-b", "holdout-gpu-c") and e["repeat_of"]
+        "dev-gpu", "holdout-gpu", "holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d", "repeat"}  # d once it has run
+    assert all(e["gathered_as"] in ("holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d") and e["repeat_of"]
                for e in entries if e["split"] == "repeat")
     assert len({e["id"] for e in entries}) == len(entries)
     for entry in entries:
@@ -114,3 +114,20 @@ def test_the_gpu_holdouts_through_triage_log(tmp_path):
 DEV_FLOOR = (56, 56, 0)
 HOLDOUT_FLOOR = {"holdout-gpu": (41, 41, 0), "holdout-gpu-b": (15, 15, 0), "holdout-gpu-c": (26, 26, 0),
                  "repeat": (36, 36, 0)}
+
+
+def test_batch_d_is_a_fourth_holdout_of_known_categories_and_its_advisories_count_log_warnings():
+    batch_d = [f for f in _faults().values() if f["batch"] == "d"]
+    library = {p.stem for p in (REPO / "cudaweb" / "playbooks" / "library").glob("*.yaml")}
+    assert len(batch_d) >= 70 and {f["category"] for f in batch_d} <= library
+    spec = importlib.util.spec_from_file_location("build_corpus", REPO / "bench" / "faults" / "build_corpus.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert build.HOLDOUT_OF_BATCH["d"] == "holdout-gpu-d"
+    advisory = {"rc": 0, "timed_out": False, "category": "performance",
+                "text": "W1201 12:00:01.512000 77 torch/_dynamo/convert_frame.py:1009] [0/4] torch._dynamo hit "
+                        "config.recompile_limit (4)\n"}
+    assert build.not_shown(advisory) is None
+    assert build.not_shown(dict(advisory, text="step 3 loss 0.1\n")) == "ran: exit status 0 and no warning printed"
+    assert build.not_shown(dict(advisory, category="oom")) == "ran: exit status 0"
+    assert build.not_shown(dict(advisory, rc=1, category="oom")) is None
