@@ -24,10 +24,21 @@ static void note(const char *what, int value) {
     if (f) { fprintf(f, "%s %d %ld %d\n", what, value, (long)syscall(SYS_gettid), (int)getpid()); fclose(f); }
 }
 static int count(void) { const char *c = getenv("FAKE_CUDA_COUNT"); return c ? atoi(c) : 1; }
-int cuInit(unsigned flags) { note("cuInit", flags); return getenv("FAKE_CUDA_INIT_RC") ? atoi(getenv("FAKE_CUDA_INIT_RC")) : 0; }
+int cuInit(unsigned flags) {
+    note("cuInit", flags);
+    return getenv("FAKE_CUDA_INIT_RC") ? atoi(getenv("FAKE_CUDA_INIT_RC")) : 0;
+}
 int cuDeviceGetCount(int *n) { *n = count(); note("cuDeviceGetCount", *n); return 0; }
-int cuDeviceGet(int *device, int ordinal) { note("cuDeviceGet", ordinal); *device = ordinal; return ordinal < count() ? 0 : 101; }
-int cuDevicePrimaryCtxRetain(void **ctx, int device) { note("cuDevicePrimaryCtxRetain", device); *ctx = (void *)0x1; return 0; }
+int cuDeviceGet(int *device, int ordinal) {
+    note("cuDeviceGet", ordinal);
+    *device = ordinal;
+    return ordinal < count() ? 0 : 101;
+}
+int cuDevicePrimaryCtxRetain(void **ctx, int device) {
+    note("cuDevicePrimaryCtxRetain", device);
+    *ctx = (void *)0x1;
+    return 0;
+}
 """
 
 
