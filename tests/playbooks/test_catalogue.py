@@ -1,18 +1,19 @@
 """The sources of the messages, not samples of them (issue 23): every canonical error string of CUDA, cuBLAS, cuDNN,
-cuFFT, cuSOLVER, cuRAND, NCCL and PyTorch that the catalogue (tests/data/triage_catalogue.yaml) or the CUDA knowledge
-tables map to a playbook is ranked first by the real matcher, bare, in torch's printed forms and inside a traceback.
+cuFFT, cuSOLVER, cuRAND, NCCL and PyTorch that the catalogue (cudaweb/playbooks/catalogue.yaml) or the
+CUDA knowledge tables map to a playbook is ranked first by the real matcher, bare, in torch's printed forms and
+inside a traceback. The catalogue's texts are also documents of the similarity fallback (similarity.py).
 """
 
 import pytest
 import yaml
 
-from cudaweb.playbooks import knowledge
+from cudaweb.playbooks import knowledge, similarity
 from cudaweb.playbooks.library import CATEGORIES
 from cudaweb.playbooks.matcher import CONFIDENT, triage
 
 from .test_gpu_corpus import REPO
 
-CATALOGUE = yaml.safe_load((REPO / "tests" / "data" / "triage_catalogue.yaml").read_text(encoding="utf-8"))
+CATALOGUE = yaml.safe_load(similarity.CATALOGUE_PATH.read_text(encoding="utf-8"))
 CUDA_TABLES = ("cuda_runtime", "cuda_driver")
 # How torch 2.x prints a cudaError_t (c10/cuda/CUDAException.cpp) and a CUresult (CUDAHooks, cupy), and NCCL's
 # CUDACHECK (src/include/checks.h) inside the DistBackendError torch raises for ncclUnhandledCudaError.

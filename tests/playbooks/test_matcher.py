@@ -45,8 +45,8 @@ def test_unknown_text_is_no_match_with_candidates_not_a_confident_answer():
     weak = triage("the loader printed pin_memory twice")  # one weak pattern only: a partial match, not an answer
     assert weak.candidates[0].playbook.id == "performance"
     ranked = [(m.playbook.id, m.basis, m.confident) for m in weak.playbooks]
-    assert ranked[0] == ("performance", "partial", False) and not any(confident for _, _, confident in ranked)
-    assert weak.playbooks[0].score < MIN_SCORE
+    assert ("performance", "partial", False) in ranked and not any(confident for _, _, confident in ranked)
+    assert all(m.score < MIN_SCORE for m in weak.playbooks)  # the fallback's similar ones too
 
 
 def test_matched_lines_are_the_evidence():
