@@ -53,7 +53,8 @@ def main():
     times = scratch / "agent-times.txt"
     wrapper = scratch / "python-on-recorded-h200"
     wrapper.write_text(WRAPPER % {"fake_bin": FAKE_BIN, "fake_torch": FAKE_TORCH, "python": sys.executable,
-                                  "times": times, "env": " ".join("%s=%s" % kv for kv in scenario.env.items())})
+                                  "times": times, "env": " ".join("%s=%s" % kv for kv in dict(
+                                      scenario.env, CUDAPROBE_BYTECODE_CACHE=scratch / "pycache").items())})
     wrapper.chmod(0o755)
     redis_port = free_port()
     redis = start_redis(redis_port, scratch)

@@ -7,6 +7,9 @@ from django.conf import settings
 from tests import services
 
 os.makedirs(settings.BASE_DIR / "var", exist_ok=True)
+# The agents the tests start keep no bytecode cache in the user's home (agents/cudaprobe/bytecode.py; a fake torch
+# has no bytecode of its own, so they would): test_bytecode.py gives it directories of its own.
+os.environ.setdefault("CUDAPROBE_BYTECODE_CACHE", "off")
 
 
 @pytest.fixture(scope="session")

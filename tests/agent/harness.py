@@ -81,7 +81,8 @@ def run_agent(scenario=None, args=(), env=None, python=sys.executable, fake_nvid
             link.symlink_to(FAKE_BIN / "dmesg")
         path = [str(only_dmesg)]
     full_env = {"PATH": os.pathsep.join(path + ["/usr/bin", "/bin"]), "HOME": os.environ.get("HOME", "/root"),
-                "PYTHONPATH": str(REPO), "LANG": "C.UTF-8"}
+                "PYTHONPATH": str(REPO), "LANG": "C.UTF-8",
+                "CUDAPROBE_BYTECODE_CACHE": os.environ.get("CUDAPROBE_BYTECODE_CACHE", "off")}
     full_env.update(scenario.env if scenario else {})
     full_env.update(env or {})
     done = subprocess.run([*wrapper, python, "-m", "agents.cudaprobe", "--json", *args], cwd=REPO, env=full_env,
