@@ -1,5 +1,5 @@
 """A run's headline figures as the pages show them: label, value, unit and, where the agent's data knows the GPU
-model, what a healthy GPU of that model reaches ("781 of 788 TFLOP/s"). The expectations are the agent's own
+model, what a healthy GPU of that model reaches ("681 of 682 TFLOP/s"). The expectations are the agent's own
 (agents/cudaprobe/expectations.py), so the page and the agent's judgement never disagree on the reference."""
 
 import math

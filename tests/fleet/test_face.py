@@ -90,8 +90,9 @@ def test_figures_carry_units_and_the_expectation_of_their_gpu_model(operator_cli
     figures = operator_client.get(run.get_absolute_url()).content.decode().split('id="figures"', 1)[1]
     figures = figures.split("</section>", 1)[0]
     bf16 = figures[figures.index("bf16 matmul"):].split("</tr>", 1)[0]
-    # 780.99 measured; the agent's table: 79.6 % of the H200's 989.5 TFLOP/s dense peak
-    assert re.search(r'<span class="value">781</span> <span class="expect">of 788</span> '
+    # 780.99 measured (a report of before issue 22's held timing); the agent's table: 68.9 % of the H200's 989.5
+    # TFLOP/s dense peak, held at its power limit
+    assert re.search(r'<span class="value">781</span> <span class="expect">of 682</span> '
                      r'<span class="unit">TFLOP/s', bf16)
     for row in figures.split("<tr>")[2:]:
         assert '<span class="unit">' in row, row  # every figure has its unit
