@@ -18,6 +18,7 @@ from agents.cudaprobe import driver_context
 from agents.cudaprobe.registry import resolve_task
 
 RESULT_MARKER = "CUDAPROBE_RESULT "
+CONTEXT_WAIT_S = 2.0  # after torch's import, for the driver's context thread (0.3-0.5 s on an H200 host)
 
 
 def _release_cached_memory():
@@ -80,7 +81,8 @@ def serve():
         preload_s = _preload(os.environ.get("CUDAPROBE_WORKER_PRELOAD", ""))
     except BaseException:
         pass  # each task imports torch again and reports the error as its result
-    context = context.result() if context is not None else None
+    # a driver that hangs must not hold the tasks back: torch meets it again in the first task, under its budget
+    context = context.result(timeout=CONTEXT_WAIT_S) if context is not None else None
     for line in sys.stdin:
         if not line.strip():
             continue

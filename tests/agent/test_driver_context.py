@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ static void note(const char *what, int value) {
 static int count(void) { const char *c = getenv("FAKE_CUDA_COUNT"); return c ? atoi(c) : 1; }
 int cuInit(unsigned flags) {
     note("cuInit", flags);
+    if (getenv("FAKE_CUDA_INIT_SLEEP")) sleep(atoi(getenv("FAKE_CUDA_INIT_SLEEP")));
     return getenv("FAKE_CUDA_INIT_RC") ? atoi(getenv("FAKE_CUDA_INIT_RC")) : 0;
 }
 int cuDeviceGetCount(int *n) { *n = count(); note("cuDeviceGetCount", *n); return 0; }
@@ -100,6 +102,13 @@ def test_a_failing_driver_is_left_for_torch_to_meet(libcuda, tmp_path):
     result, calls = _worker(libcuda, tmp_path, CUDAPROBE_WORKER_CONTEXT="1", FAKE_CUDA_INIT_RC="100")
     assert [c[0] for c in calls] == ["cuInit"]
     assert result["args"]["driver_context"]["error"].startswith("cuInit 100")
+
+
+def test_a_driver_that_hangs_does_not_hold_the_first_task_back(libcuda, tmp_path):
+    started = time.monotonic()
+    result, calls = _worker(libcuda, tmp_path, CUDAPROBE_WORKER_CONTEXT="1", FAKE_CUDA_INIT_SLEEP="30")
+    assert time.monotonic() - started < 20  # torch's import, then at most CONTEXT_WAIT_S
+    assert result["args"]["driver_context"] == {"ordinal": 0, "error": "still running"}
 
 
 def test_other_workers_do_not_touch_the_driver_before_their_tasks(libcuda, tmp_path):
