@@ -152,9 +152,12 @@ def main(argv=None):
             with open(worker_log, "rb") as fh:
                 fh.seek(log_start)
                 retried_writes = fh.read().count(b"trying again in")
+            reasons = _riding_over(lambda: sorted(set(ValidationRun.objects.filter(id__in=ids).exclude(
+                status=ValidationRun.Status.PASSED).values_list("reason", flat=True))))
             figures = {"round": number, "fault": fault, "did": done[0] if done else "", "terminal_s":
                        round(terminal_s, 2), "runs": len(ids), "stored": stored, "states": dict(states),
-                       "retried_writes": retried_writes, "retries": retries, "stored_by_reaper": late}
+                       "retried_writes": retried_writes, "retries": retries, "stored_by_reaper": late,
+                       "reasons": reasons}
             rounds.append(figures)
             totals.update(states)
             totals["stored"] += stored

@@ -59,7 +59,7 @@ def test_an_outage_longer_than_the_retries_costs_no_report_either():
 def test_connections_terminated_twice_in_a_bulk_run_cost_no_report():
     figures = bulk_rounds("terminate", nodes=8, concurrency=4, agent_s=3, fault_at_s=2, terminate_gap_s=3)
     assert figures["did"].startswith("terminated") and figures["retried_writes"] > 0
-    assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0
+    assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0, figures
 
 
 def postgres_only():
