@@ -307,8 +307,9 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
     node = run.node
     started = timezone.now()
     note = {"checks": again, "blocked": blocked, "started": started.isoformat()}
-    recorder = _progress_recorder(run, ValidationRun.objects.filter(id=run.id).values_list("progress", flat=True)
-                                  .first())
+    progress = dbretry.retrying(ValidationRun.objects.filter(id=run.id).values_list("progress", flat=True).first,
+                                what="progress of run %s" % run.id)
+    recorder = _progress_recorder(run, progress)
     recorder(json.dumps({"event": "retry", "id": ",".join(again), "summary": "running again: %s" % ", ".join(again)}))
     second, error = None, ""
     try:
