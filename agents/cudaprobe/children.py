@@ -40,7 +40,7 @@ def child_env(ctx, extra=None):
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if not hasattr(ctx, "bytecode"):
+    if ctx.bytecode is None:
         ctx.bytecode = bytecode.prepare(ctx.environ)  # once per run, for the report's timing
     bytecode.child_environment(env, ctx.bytecode)
     env.update(extra or {})

@@ -33,6 +33,7 @@ class Context:
         self.t0 = time.monotonic()  # the run's clock: checks, tasks and workers are timed from here
         self.task_timings = []  # one entry per GPU task call (children.Pool.call), for the report's waterfall
         self.worker_timings = []  # one entry per GPU worker started (children.Worker)
+        self.bytecode = None  # the workers' bytecode cache (bytecode.prepare), found when the first one starts
 
     def inventory(self):
         """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
@@ -207,7 +208,7 @@ def run_checks(specs, ctx, events=None):
         "checks": checks,
         "timing": {"workers": ctx.worker_timings},
     }
-    if getattr(ctx, "bytecode", None):
+    if ctx.bytecode:
         report["timing"]["bytecode_cache"] = ctx.bytecode
     emit_event(events, event="finished", verdict=report["verdict"])
     return report

@@ -314,13 +314,14 @@ def cuda_matmul(ctx):
     for name in ("bf16", "fp16", "tf32", "fp32"):
         per_gpu_metrics(metrics, "matmul_%s_tflops" % name, {g["index"]: g["%s_tflops" % name] for g in gpus})
     warmups = [g["%s_warmup_s" % n] for g in gpus for n in ("bf16", "fp16", "tf32") if "%s_warmup_s" % n in g]
-    if warmups:  # the GPU seconds each tensor-core dtype ran before its timing (reports before issue 22 lack it)
-        metrics["matmul_warmup_s"] = round(min(warmups), 3)
+    warmup_s = min(warmups) if warmups else None  # GPU seconds of products before timing (absent before issue 22)
+    if warmup_s is not None:
+        metrics["matmul_warmup_s"] = round(warmup_s, 3)
     ctx.facts["matmul"] = [{k: v for k, v in g.items() if k != "activity"} for g in gpus]
     evidence = "\n".join("GPU %(index)d: bf16 %(bf16_tflops).0f, fp16 %(fp16_tflops).0f, tf32 %(tf32_tflops).0f, "
                          "fp32 %(fp32_tflops).1f TFLOP/s (8192^3)" % g for g in gpus)
-    if warmups:
-        evidence += "\ntimed after %.2f s of products on each GPU, once its clocks settle under load" % min(warmups)
+    if warmup_s is not None:
+        evidence += "\ntimed after %.2f s of products on each GPU, once its clocks settle under load" % warmup_s
     sku, model = reference(ctx)
     findings, busy = Findings(), busy_gpus(ctx, gpus)
     mark_busy(findings, ctx, busy, "matmul measurement")
