@@ -85,6 +85,21 @@ def _riding_over(query):
             time.sleep(0.5)
 
 
+def _errors_of(log, keep=8):
+    """The worker's ERROR records of a round, each with the last line of its traceback (the exception), as
+    "<record> | <exception>"; "reaping failed" while the database is away is left out (the reaper tries again)."""
+    found, lines = [], log.decode("utf-8", "replace").splitlines()
+    for i, line in enumerate(lines):
+        if "ERROR/" not in line or "reaping failed" in line:
+            continue
+        tail = next((lines[j] for j in range(i + 1, min(i + 80, len(lines))) if "/ForkPoolWorker" in lines[j]
+                     or "/MainProcess]" in lines[j]), None)
+        block = lines[i + 1:lines.index(tail, i + 1) if tail else min(i + 80, len(lines))]
+        exceptions = [b for b in block if b and not b.startswith((" ", "Traceback", "The above", "During"))]
+        found.append(line.split("] ", 1)[-1][:300] + (" | " + exceptions[-1][:300] if exceptions else ""))
+    return found[:keep]
+
+
 def main(argv=None):
     args = _arguments(argv)
     from cudaweb.embedded import free_port, start_redis
@@ -151,13 +166,14 @@ def main(argv=None):
                                                                      reason__contains="stored by the reaper").count())
             with open(worker_log, "rb") as fh:
                 fh.seek(log_start)
-                retried_writes = fh.read().count(b"trying again in")
+                round_log = fh.read()
+            retried_writes = round_log.count(b"trying again in")
             reasons = _riding_over(lambda: sorted(set(ValidationRun.objects.filter(id__in=ids).exclude(
                 status=ValidationRun.Status.PASSED).values_list("reason", flat=True))))
             figures = {"round": number, "fault": fault, "did": done[0] if done else "", "terminal_s":
                        round(terminal_s, 2), "runs": len(ids), "stored": stored, "states": dict(states),
                        "retried_writes": retried_writes, "retries": retries, "stored_by_reaper": late,
-                       "reasons": reasons}
+                       "reasons": reasons, "worker_errors": _errors_of(round_log)}
             rounds.append(figures)
             totals.update(states)
             totals["stored"] += stored

@@ -15,7 +15,7 @@ from cudaweb.validation.services import run_finish, run_store_report, task_budge
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
 MAX_ENQUEUES = 2
-SPOOL_MIN_AGE_S = 10  # younger kept reports are being stored by their worker right now
+SPOOL_MIN_AGE_S = 10  # a worker holds its kept report while it stores it (report_spool); this spares a fresh one too
 
 
 def run_lost(*, run_id, reason):
@@ -52,25 +52,33 @@ def reports_sweep(*, min_age_s=SPOOL_MIN_AGE_S):
     for run_id, report, age_s in report_spool.reports_kept():
         if age_s < min_age_s:
             continue
-        run = ValidationRun.objects.filter(id=run_id).only("id", "node_id", "status").first()
-        if run is None or run.status not in (Status.RUNNING, Status.DASHBOARD_ERROR):
-            report_spool.report_drop(run_id=run_id)  # stored, or the run ended otherwise
-            continue
-        try:
-            run_store_report(run=run, report=report, from_statuses=(Status.RUNNING, Status.DASHBOARD_ERROR),
-                             reason_note=" (stored by the reaper: the database was away when the run ended)")
-        except dbretry.RETRYABLE:
-            raise  # the database is away again: the next sweep tries
-        except (DatabaseError, KeyError, TypeError, ValueError) as exc:  # this report cannot be stored
-            log.exception("kept report of run %s could not be stored; it stays with the run", run_id)
-            run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
-                       reason="the dashboard could not store the agent's report (%s: %s); the report is kept" % (
-                           type(exc).__name__, exc))
-        else:
-            stored += 1
-            log.warning("run %s: its kept report is stored", run_id)
-        report_spool.report_drop(run_id=run_id)
+        with report_spool.report_claimed(run_id=run_id) as claimed:
+            if claimed:
+                stored += _kept_report_store(run_id, report)
     return stored
+
+
+def _kept_report_store(run_id, report):
+    """Store one kept report this reaper holds; 1 if it did."""
+    run = ValidationRun.objects.filter(id=run_id).only("id", "node_id", "status").first()
+    if run is None or run.status not in (Status.RUNNING, Status.DASHBOARD_ERROR):
+        report_spool.report_drop(run_id=run_id)  # stored, or the run ended otherwise
+        return 0
+    try:
+        run_store_report(run=run, report=report, from_statuses=(Status.RUNNING, Status.DASHBOARD_ERROR),
+                         reason_note=" (stored by the reaper: the database was away when the run ended)")
+    except dbretry.RETRYABLE:
+        raise  # the database is away again: the next sweep tries
+    except (DatabaseError, KeyError, TypeError, ValueError) as exc:  # this report cannot be stored
+        log.exception("kept report of run %s could not be stored; it stays with the run", run_id)
+        run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
+                   reason="the dashboard could not store the agent's report (%s: %s); the report is kept" % (
+                       type(exc).__name__, exc))
+        report_spool.report_drop(run_id=run_id)
+        return 0
+    log.warning("run %s: its kept report is stored", run_id)
+    report_spool.report_drop(run_id=run_id)
+    return 1
 
 
 def runs_reap(*, now=None):

@@ -279,25 +279,31 @@ def _unparsable(result, error):
 def _run_keep_report(*, run, report, retry=None, outcomes=None):
     """Store a valid report. It waits in the worker's spool while it is stored; if the database stays away past the
     retries the run ends DASHBOARD_ERROR with the report kept, and the reaper stores it later (reports_sweep)."""
+    held = None
     try:
-        report_spool.report_keep(run_id=run.id, report=report)
+        held = report_spool.report_keep(run_id=run.id, report=report)
     except OSError as exc:  # no spool: the retries still protect the report, only a longer outage would cost it
         log.error("run %s: the report could not be spooled: %s", run.id, exc)
     try:
-        status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
-    except DatabaseError as exc:  # our failure, not the agent's: keep the report, name the cause
-        log.exception("run %s: storing the report failed", run.id)
         try:
-            run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
-                       reason="the dashboard could not store the agent's report (%s: %s); the report is kept and "
-                              "is stored with its checks once the database takes it" % (type(exc).__name__, exc))
-        except DatabaseError:
-            log.error("run %s stays RUNNING: the database is away; its report waits in %s for the reaper",
-                      run.id, settings.CUDAWEB_REPORT_SPOOL_DIR)
-            return None
-        return Status.DASHBOARD_ERROR
-    report_spool.report_drop(run_id=run.id)
-    return status
+            status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
+        except DatabaseError as exc:  # our failure, not the agent's: keep the report, name the cause
+            log.exception("run %s: storing the report failed", run.id)
+            try:
+                run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
+                           reason="the dashboard could not store the agent's report (%s: %s); the report is kept "
+                                  "and is stored with its checks once the database takes it" % (
+                                      type(exc).__name__, exc))
+            except DatabaseError:
+                log.error("run %s stays RUNNING: the database is away; its report waits in %s for the reaper",
+                          run.id, settings.CUDAWEB_REPORT_SPOOL_DIR)
+                return None
+            return Status.DASHBOARD_ERROR
+        report_spool.report_drop(run_id=run.id)
+        return status
+    finally:
+        if held is not None:
+            held.release()  # from here on the reaper may take a report left in the spool
 
 
 def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payload, digest):

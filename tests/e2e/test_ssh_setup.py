@@ -1,10 +1,12 @@
 """Nodes whose SSH setup differs from the default: no SFTP subsystem (the agent goes over the exec channel), a
 login that refuses commands (a node-side state naming the fix, never DASHBOARD_ERROR). Real sshd processes."""
 
+import glob
 import hashlib
 import os
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -53,11 +55,41 @@ def test_the_agent_goes_over_the_exec_channel_and_its_hash_is_checked(no_sftp):
             on_host = os.path.join(os.path.expanduser("~root"), path)
             with open(on_host, "rb") as fh:
                 assert fh.read() == payload
-            assert not os.path.exists(on_host + ".part")
+            assert not glob.glob(on_host + ".*part")  # no partial copy left behind
             assert transport.upload_agent(payload, digest) == path  # there with its hash: not sent again
         finally:
             os.remove(os.path.join(os.path.expanduser("~root"), path))
     assert (no_sftp.dir / "sshd.log").read_text().count("subsystem request for sftp") == asked  # never asked
+
+
+def test_uploads_to_one_host_at_once_each_use_a_copy_of_their_own(no_sftp):
+    """Two runs reaching one host at once (a bulk request, a pair test's two ranks) each write their copy under a
+    name of their own: neither fails its hash check on the other's half-written file, and nothing is left over."""
+    payload = b"#!/usr/bin/env python3\n# cudaweb test " + uuid.uuid4().hex.encode() + b"\n" + os.urandom(3 << 20)
+    digest = hashlib.sha256(payload).hexdigest()
+    start, answers = threading.Barrier(4), []
+
+    def upload():
+        with _transport(no_sftp) as transport:
+            start.wait()
+            try:
+                answers.append(transport.upload_agent(payload, digest))
+            except Exception as exc:  # the failure itself is what the test looks at
+                answers.append("%s: %s" % (type(exc).__name__, exc))
+
+    threads = [threading.Thread(target=upload) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(set(answers)) == 1 and len(answers) == 4, answers
+    on_host = os.path.join(os.path.expanduser("~root"), answers[0])
+    try:
+        with open(on_host, "rb") as fh:
+            assert fh.read() == payload
+        assert not glob.glob(on_host + ".*part")
+    finally:
+        os.remove(on_host)
 
 
 def test_a_node_without_sftp_is_validated(celery_worker, no_sftp):

@@ -4,6 +4,8 @@ would not take is kept and stored later with its checks, and the readers (pages,
 import io
 import json
 import os
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -160,9 +162,53 @@ def test_a_report_whose_run_stayed_running_while_the_database_was_away_is_stored
     stale = timezone.now() - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S + 60)
     run = ValidationRun.objects.create(node=Node.objects.create(name="n1", transport="local"), status=Status.RUNNING,
                                        heartbeat=stale)
-    report_spool.report_keep(run_id=run.id, report=report)
+    report_spool.report_keep(run_id=run.id, report=report).release()  # the worker gave up on it
     old = time.time() - 120
     os.utime(spool / ("%s.json" % run.id), (old, old))
     assert reaper.runs_reap() == {"stored": 1, "interrupted": 0, "requeued": 0, "lost": 0}
     run.refresh_from_db()
     assert run.status == Status.PASSED and run.checks.count() == len(report["checks"])
+
+
+def test_the_reaper_leaves_a_report_its_worker_still_holds_and_takes_it_once_the_worker_is_gone(spool):
+    """A worker still trying to store its report holds the kept file (a lock): the reaper's sweep leaves it however
+    old it is; a worker killed while it holds one lets it go with its death, and the reaper stores it."""
+    report = json.loads(REPORT.read_text())
+    run = ValidationRun.objects.create(node=Node.objects.create(name="n1", transport="local"), status=Status.RUNNING)
+    held = report_spool.report_keep(run_id=run.id, report=report)
+    path = spool / ("%s.json" % run.id)
+    os.utime(path, (time.time() - 120, time.time() - 120))
+    assert reaper.reports_sweep(min_age_s=0) == 0 and report_spool.reports_kept() == []
+    held.release()
+    holds = ("import fcntl, os, sys, time\nfd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+             "print('held', flush=True)\ntime.sleep(60)")
+    worker = subprocess.Popen([sys.executable, "-c", holds, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "held"
+        assert reaper.reports_sweep(min_age_s=0) == 0
+    finally:
+        worker.kill()
+        worker.wait()
+    assert reaper.reports_sweep(min_age_s=0) == 1
+    run.refresh_from_db()
+    assert run.status == Status.PASSED and run.checks.count() == len(report["checks"]) and not path.exists()
+
+
+def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_credential_on_a_new_connection():
+    """The host key and the audit row of the node's credential are the run's reads and writes too: a connection
+    dropped there is replaced, as everywhere else in a run, not a DASHBOARD_ERROR."""
+    postgres_only()
+    from cudaweb.accounts.models import AuditEvent
+    from cudaweb.nodes.models import HostKey, SSHCredential
+    from cudaweb.remote.connect import transport_for
+
+    credential = SSHCredential(name="k")
+    credential.set_private_key("not a key: the transport is only built, never connected")
+    credential.save()
+    node = Node.objects.create(name="ssh1", address="127.0.0.1", port=22, username="root", credential=credential)
+    HostKey.objects.create(node=node, key_type="ssh-ed25519", key_base64="AAAA", fingerprint_sha256="x",
+                           accepted_at=timezone.now())
+    old_pid = drop_my_connection()
+    transport = transport_for(node, purpose="run x")
+    assert transport.host_key == ("ssh-ed25519", "AAAA") and connection.connection.info.backend_pid != old_pid
+    assert AuditEvent.objects.filter(action="credential.used", detail__purpose="run x").count() == 1

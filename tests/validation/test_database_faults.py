@@ -44,8 +44,8 @@ def bulk_rounds(fault, worker_env=None, **options):
 def test_a_postgresql_restart_in_the_middle_of_a_bulk_run_costs_no_report():
     figures = bulk_rounds("restart", nodes=8, concurrency=4, agent_s=3, fault_at_s=2, outage_s=8)
     assert figures["did"].startswith("restarted") and figures["retried_writes"] > 0  # the fault hit the runs
-    assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0
-    assert figures["stored_by_reaper"] == 0  # all within the retries
+    assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0, figures
+    assert figures["stored_by_reaper"] == 0, figures  # all within the retries
 
 
 def test_an_outage_longer_than_the_retries_costs_no_report_either():
@@ -53,7 +53,7 @@ def test_an_outage_longer_than_the_retries_costs_no_report_either():
     spool; its reaper stores them, with their checks, once the database is back."""
     figures = bulk_rounds("restart", nodes=4, concurrency=4, agent_s=2, fault_at_s=1, outage_s=15,
                           worker_env={"CUDAWEB_DB_RETRY_S": "2", "CUDAWEB_REAP_EVERY_S": "2"})
-    assert figures["states"] == {"PASSED": 4} and figures["stored"] == 4 and figures["stored_by_reaper"] == 4
+    assert figures["states"] == {"PASSED": 4} and figures["stored"] == 4 and figures["stored_by_reaper"] == 4, figures
 
 
 def test_connections_terminated_twice_in_a_bulk_run_cost_no_report():

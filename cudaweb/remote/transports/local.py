@@ -1,9 +1,11 @@
 """Local transport: the dashboard's own host, no SSH; the same protocol as ssh.py."""
 
+import contextlib
 import os
 import selectors
 import signal
 import subprocess
+import tempfile
 import time
 
 from cudaweb.remote.transports.base import ExecResult, TimedOut, Unreachable, agent_command, read_bounded
@@ -53,10 +55,17 @@ class LocalTransport:
         os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
         path = os.path.join(self.cache_dir, "cudaprobe-%s.pyz" % digest[:16])
         if not (os.path.exists(path) and os.path.getsize(path) == len(payload)):
-            partial = path + ".part"
-            with open(partial, "wb") as fh:
-                fh.write(payload)
-            os.replace(partial, path)
+            # a name of this upload's own: runs starting together on an empty cache each write theirs, and the
+            # last rename wins with the same bytes
+            fd, partial = tempfile.mkstemp(dir=self.cache_dir, prefix=os.path.basename(path) + ".", suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(payload)
+                os.replace(partial, path)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(partial)
+                raise
         return path
 
     def run_command(self, argv, timeout_s=30):

@@ -4,6 +4,7 @@ budgeted execution."""
 import base64
 import hashlib
 import posixpath
+import secrets
 import select
 import shlex
 import socket
@@ -158,7 +159,7 @@ class SSHTransport:
         go over the exec channel (`cat > file` fed on stdin), so a host without the SFTP subsystem works too, and
         the copy's sha256 is checked before it is moved into place."""
         path = posixpath.join(CACHE_DIR, "cudaprobe-%s.pyz" % digest[:16])
-        partial = path + ".part"
+        partial = "%s.%s.part" % (path, secrets.token_hex(8))  # this upload's own: two at once never share one
         want = hashlib.sha256(payload).hexdigest()
         status, out, err = self._exec("mkdir -p %s && chmod 700 %s && { %s; }" % (
             CACHE_DIR, CACHE_DIR, SHA256 % {"f": shlex.quote(path)}))
@@ -170,16 +171,19 @@ class SSHTransport:
             return path
         status, _, err = self._exec("cat > %s" % shlex.quote(partial), stdin=payload)
         if status != 0:
+            self._exec("rm -f %s" % shlex.quote(partial))
             raise HostSetupError("cannot write the agent to ~/%s on %s: %s. Free space in the user's home "
                                  "directory or make it writable" % (partial, self.address,
                                                                     _first_line(err) or "exit status %d" % status))
         status, out, err = self._exec(SHA256 % {"f": shlex.quote(partial)})
         if out.strip() != want:
+            self._exec("rm -f %s" % shlex.quote(partial))
             raise HostSetupError("the agent's copy on %s does not match what was sent (sha256 %s, expected %s): %s" % (
                 self.address, out.strip()[:64] or "unknown: neither sha256sum nor shasum on the host", want[:16],
                 "install coreutils (sha256sum)" if not out.strip() else "check the disk of the host"))
         status, _, err = self._exec("mv -f %s %s" % (shlex.quote(partial), shlex.quote(path)))
         if status != 0:
+            self._exec("rm -f %s" % shlex.quote(partial))
             raise HostSetupError("cannot move the agent into place on %s: %s" % (self.address, _first_line(err)))
         return path
 
