@@ -14,7 +14,6 @@ from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote.transports import base, ssh
 from cudaweb.remote.transports.local import LocalTransport
 from cudaweb.remote.transports.ssh import SSHTransport
-from cudaweb.validation import dbretry
 
 
 def reachable_address(address, port):
@@ -42,18 +41,15 @@ def transport_for(node, *, purpose="", on_behalf_of=None):
     serves."""
     if node.is_local:
         return LocalTransport(settings.CUDAWEB_AGENT_CACHE_DIR, settings.CUDAWEB_OUTPUT_CAP)
-    # the run's own reads and writes ride over a database blink; these two must too (a run starting in one)
-    host_key = dbretry.retrying(HostKey.objects.filter(node=node, accepted_at__isnull=False).first,
-                                what="host key of %s" % node.name)
+    host_key = HostKey.objects.filter(node=node, accepted_at__isnull=False).first()
     if node.credential is None:
         raise base.AuthFailed("node %s has no SSH credential" % node.name)
     try:
         address = reachable_address(node.address, node.port)
     except addresses.AddressRefused as exc:
         raise base.Unreachable(str(exc)) from None
-    dbretry.retrying(audit.record, "credential.used", actor=on_behalf_of, obj=node.credential, node=node.name,
-                     address="%s:%d" % (node.address, node.port), username=node.username, purpose=purpose,
-                     what="audit of %s's credential" % node.name)
+    audit.record("credential.used", actor=on_behalf_of, obj=node.credential, node=node.name,
+                 address="%s:%d" % (node.address, node.port), username=node.username, purpose=purpose)
     try:
         key_text = node.credential.private_key_text()
     except KeyFileRefused as exc:

@@ -217,8 +217,7 @@ def run_execute(*, run_id):
     budget = agent_budget_s(node, run.mode, run.burnin_seconds)
     payload, digest = bundle.build()
     try:
-        with Heartbeat(run.id), transport_for(node, purpose="run %s" % run.id,
-                                              on_behalf_of=run.requested_by) as transport:
+        with Heartbeat(run.id), _transport(run, purpose="run %s" % run.id) as transport:
             agent_path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, agent_path, agent_args, budget, env=node.agent_env(),
                                          on_stderr_line=_progress_recorder(run))
@@ -246,6 +245,13 @@ def run_execute(*, run_id):
                                                     agent_args=agent_args, budget=budget, payload=payload,
                                                     digest=digest)
     return _run_keep_report(run=run, report=report, retry=retry, outcomes=outcomes)
+
+
+def _transport(run, *, purpose):
+    """The run's transport to its node. Reaching an SSH node reads its accepted host key and writes the credential's
+    audit row: those ride over a dropped connection like the run's other reads and writes."""
+    return dbretry.retrying(transport_for, run.node, purpose=purpose, on_behalf_of=run.requested_by,
+                            what="connection of run %s" % run.id)
 
 
 def _run_prepare(*, run_id):
@@ -319,8 +325,7 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
     recorder(json.dumps({"event": "retry", "id": ",".join(again), "summary": "running again: %s" % ", ".join(again)}))
     second, error = None, ""
     try:
-        with Heartbeat(run.id), transport_for(node, purpose="run %s (second attempt)" % run.id,
-                                              on_behalf_of=run.requested_by) as transport:
+        with Heartbeat(run.id), _transport(run, purpose="run %s (second attempt)" % run.id) as transport:
             agent_path = transport.upload_agent(payload, digest)
             only = ["--only", ",".join(again + blocked)]
             result = transport.run_agent(node.python_path, agent_path, agent_args + only, budget,

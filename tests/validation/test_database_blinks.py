@@ -200,7 +200,6 @@ def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_creden
     postgres_only()
     from cudaweb.accounts.models import AuditEvent
     from cudaweb.nodes.models import HostKey, SSHCredential
-    from cudaweb.remote.connect import transport_for
 
     credential = SSHCredential(name="k")
     credential.set_private_key("not a key: the transport is only built, never connected")
@@ -208,7 +207,8 @@ def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_creden
     node = Node.objects.create(name="ssh1", address="127.0.0.1", port=22, username="root", credential=credential)
     HostKey.objects.create(node=node, key_type="ssh-ed25519", key_base64="AAAA", fingerprint_sha256="x",
                            accepted_at=timezone.now())
+    run = ValidationRun.objects.create(node=node, status=Status.RUNNING)
     old_pid = drop_my_connection()
-    transport = transport_for(node, purpose="run x")
+    transport = services._transport(run, purpose="run x")
     assert transport.host_key == ("ssh-ed25519", "AAAA") and connection.connection.info.backend_pid != old_pid
     assert AuditEvent.objects.filter(action="credential.used", detail__purpose="run x").count() == 1
