@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from agents.cudaprobe import bytecode, proc
+from agents.cudaprobe import bytecode, precompile, proc
 from agents.cudaprobe.registry import task_name
 from agents.cudaprobe.worker import RESULT_MARKER
 
@@ -40,9 +40,12 @@ def child_env(ctx, extra=None):
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if ctx.bytecode is None:
+    first = ctx.bytecode is None
+    if first:
         ctx.bytecode = bytecode.prepare(ctx.environ)  # once per run, for the report's timing
     bytecode.child_environment(env, ctx.bytecode)
+    if first and ctx.bytecode.get("path") and not ctx.bytecode["warm"] and precompile.wanted(ctx.environ):
+        ctx.precompile = precompile.start(env)  # a host's first run: torch compiled on several cores, ahead
     env.update(extra or {})
     return env
 

@@ -9,7 +9,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 
-from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA, cudaenv
+from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA, cudaenv, precompile
 from agents.cudaprobe.model import ERROR, FAIL, LAYERS, PASS, SKIP, WARN, Outcome, bounded
 
 GATING_LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7")
@@ -34,6 +34,7 @@ class Context:
         self.task_timings = []  # one entry per GPU task call (children.Pool.call), for the report's waterfall
         self.worker_timings = []  # one entry per GPU worker started (children.Worker)
         self.bytecode = None  # the workers' bytecode cache (bytecode.prepare), found when the first one starts
+        self.precompile = None  # the compile into an empty cache (precompile.start), collected at close
 
     def inventory(self):
         """The report's inventory (versions, GPU model and count), filled in by the checks that find each fact."""
@@ -47,6 +48,9 @@ class Context:
         for pool in (self.pool, self.isolated, self.trainers):
             if pool is not None:
                 pool.remove()
+        if self.precompile is not None:
+            self.bytecode["precompiled"] = precompile.finish(self.precompile)
+            self.precompile = None
 
     def path(self, name, default):
         """Paths the fault-injection harness may redirect (e.g. CUDAPROBE_PROC_MODULES)."""
