@@ -4,6 +4,7 @@
     python bench/faults/build_corpus.py --batch b bench/faults/results/gpu_faults-b-2026-12-01.jsonl
     python bench/faults/build_corpus.py --batch c bench/faults/results/gpu_faults-c-DATE.jsonl
     python bench/faults/build_corpus.py --batch d bench/faults/results/gpu_faults-d-DATE.jsonl
+    python bench/faults/build_corpus.py --batch e bench/faults/results/gpu_faults-e-DATE.jsonl
 
 Each fault's text keeps its command, its return code and the versions of the stack that printed it; its
 category is the one faults.py registered when the fault was written. A fault whose run did not show the
@@ -55,7 +56,7 @@ DROPPED = {  # run on torch 2.11.0+cu130, NCCL 2.28.9, driver 580.159.04: what e
     "lightning_gpu_accelerator_without_cuda": "printed 'No supported gpu backend found!': GPUs hidden, not a "
                                               "CPU-only build",
 }
-HOLDOUT_OF_BATCH = {"b": "holdout-gpu-b", "c": "holdout-gpu-c", "d": "holdout-gpu-d"}
+HOLDOUT_OF_BATCH = {"b": "holdout-gpu-b", "c": "holdout-gpu-c", "d": "holdout-gpu-d", "e": "holdout-gpu-e"}
 MISLABELLED = {  # seen after the split: the run printed another failure than the one its category names
     "ddp_parameter_marked_ready_twice": "printed 'element 0 of tensors does not require grad' (the checkpointed "
                                         "input had no grad), not DDP's 'mark a variable ready only once'",
