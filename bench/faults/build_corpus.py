@@ -112,7 +112,7 @@ GLOG_WARNING = re.compile(r"^(?:\[rank\d+\]:\s*)?\[?W\d{4} \d\d:\d\d:\d\d", re.M
 
 
 def not_shown(run):
-    """Why a run of batch c or d did not show the failure its fault was written for, or None when it did.
+    """Why a run of batch c, d or e did not show the failure its fault was written for, or None when it did.
 
     Every fault of these batches but the performance advisories raises; an advisory is a Python or C++ warning
     (UserWarning, TORCH_WARN) or a warning line of torch's logging (dynamo, inductor), printed while the job goes on.
