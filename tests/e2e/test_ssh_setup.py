@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -90,6 +91,26 @@ def test_uploads_to_one_host_at_once_each_use_a_copy_of_their_own(no_sftp):
         assert not glob.glob(on_host + ".*part")
     finally:
         os.remove(on_host)
+
+
+def test_a_partial_copy_an_upload_left_on_the_host_goes_once_it_is_an_hour_old(no_sftp):
+    payload = b"#!/usr/bin/env python3\n# cudaweb test " + uuid.uuid4().hex.encode() + b"\n"
+    cache = os.path.join(os.path.expanduser("~root"), ".cache", "cudaweb")
+    os.makedirs(cache, exist_ok=True)
+    old, fresh = (os.path.join(cache, "cudaprobe-%s.pyz.%s.part" % (uuid.uuid4().hex[:16], n)) for n in ("a", "b"))
+    for part in (old, fresh):
+        with open(part, "wb") as fh:
+            fh.write(b"half")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    path = "never uploaded"
+    try:
+        with _transport(no_sftp) as transport:
+            path = transport.upload_agent(payload, hashlib.sha256(payload).hexdigest())
+        assert not os.path.exists(old) and os.path.exists(fresh)  # another upload's, still going, stays
+    finally:
+        for leftover in (fresh, os.path.join(os.path.expanduser("~root"), path)):
+            if os.path.exists(leftover):
+                os.remove(leftover)
 
 
 def test_a_node_without_sftp_is_validated(celery_worker, no_sftp):

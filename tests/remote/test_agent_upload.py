@@ -4,6 +4,7 @@ at once (the first runs after a worker starts, a bulk request), and none fails f
 import hashlib
 import multiprocessing
 import os
+import time
 
 from cudaweb.remote.transports.local import LocalTransport
 
@@ -32,3 +33,15 @@ def test_uploads_at_once_into_an_empty_cache_all_succeed_and_leave_one_whole_cop
         path = got[0]
         assert path.startswith(str(cache)) and open(path, "rb").read() == payload
         assert sorted(os.listdir(cache)) == [os.path.basename(path)]  # no partial copy left behind
+
+
+def test_a_partial_copy_left_by_an_upload_that_never_finished_goes_once_it_is_an_hour_old(tmp_path):
+    payload = os.urandom(1 << 16)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old, fresh = cache / "cudaprobe-0123456789abcdef.pyz.dead1.part", cache / "cudaprobe-0123456789abcdef.pyz.live.part"
+    for part in (old, fresh):
+        part.write_bytes(b"half")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    path = LocalTransport(str(cache)).upload_agent(payload, hashlib.sha256(payload).hexdigest())
+    assert sorted(os.listdir(cache)) == sorted([os.path.basename(path), fresh.name])  # another upload's stays

@@ -40,6 +40,19 @@ class _Pipes:
         self.selector.close()
 
 
+STALE_PART_S = 3600
+
+
+def _stale_parts_remove(cache_dir, now=None):
+    """Partial copies of uploads that never finished (a worker killed mid-copy), older than an hour."""
+    now = time.time() if now is None else now
+    for entry in os.scandir(cache_dir):
+        if entry.name.startswith("cudaprobe-") and entry.name.endswith(".part"):
+            with contextlib.suppress(FileNotFoundError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > STALE_PART_S:
+                    os.unlink(entry.path)
+
+
 class LocalTransport:
     def __init__(self, cache_dir, output_cap=2**21):
         self.cache_dir = cache_dir
@@ -55,6 +68,7 @@ class LocalTransport:
         os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
         path = os.path.join(self.cache_dir, "cudaprobe-%s.pyz" % digest[:16])
         if not (os.path.exists(path) and os.path.getsize(path) == len(payload)):
+            _stale_parts_remove(self.cache_dir)
             # a name of this upload's own: runs starting together on an empty cache each write theirs, and the
             # last rename wins with the same bytes
             fd, partial = tempfile.mkstemp(dir=self.cache_dir, prefix=os.path.basename(path) + ".", suffix=".part")

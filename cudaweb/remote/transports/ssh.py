@@ -22,6 +22,8 @@ BACKSTOP_S = 20  # coreutils timeout acts first; this is the backstop
 UPLOAD_TIMEOUT_S = 120
 # sha256 of a file on the host: coreutils, else BSD/macOS shasum; prints nothing when neither is there
 SHA256 = "{ sha256sum %(f)s 2>/dev/null || shasum -a 256 %(f)s 2>/dev/null; } | cut -d' ' -f1"
+# partial copies of uploads that never finished (a worker killed mid-copy): each upload has a name of its own
+STALE_PARTS = "find %(d)s -maxdepth 1 -name 'cudaprobe-*.part' -mmin +60 -exec rm -f {} + 2>/dev/null || true"
 
 
 def fingerprint(key):
@@ -161,8 +163,8 @@ class SSHTransport:
         path = posixpath.join(CACHE_DIR, "cudaprobe-%s.pyz" % digest[:16])
         partial = "%s.%s.part" % (path, secrets.token_hex(8))  # this upload's own: two at once never share one
         want = hashlib.sha256(payload).hexdigest()
-        status, out, err = self._exec("mkdir -p %s && chmod 700 %s && { %s; }" % (
-            CACHE_DIR, CACHE_DIR, SHA256 % {"f": shlex.quote(path)}))
+        status, out, err = self._exec("mkdir -p %s && chmod 700 %s && { %s; } && { %s; }" % (
+            CACHE_DIR, CACHE_DIR, STALE_PARTS % {"d": CACHE_DIR}, SHA256 % {"f": shlex.quote(path)}))
         if status != 0:
             raise HostSetupError("cannot create ~/%s on %s as %s: %s. The user needs a login shell that runs "
                                  "commands and a writable home directory" % (
