@@ -25,6 +25,7 @@ from cudaweb.nodes.models import FabricExpectation
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation import dbretry
 from cudaweb.validation.reports import ReportError, parse_report
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,9 @@ def _agent(node, rank, world, master, results):
         env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
     try:
         payload, digest = bundle.build()
-        with transport_for(node, purpose="network test all-reduce (rank %d of %d)" % (rank, world)) as transport:
+        # the host-key read and the credential's audit row ride over a database blink, as a run's do
+        with dbretry.retrying(transport_for, node, purpose="network test all-reduce (rank %d of %d)" % (rank, world),
+                              what="connection to %s" % node.name) as transport:
             path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
         results[node.name] = (parse_report(result.stdout), "")

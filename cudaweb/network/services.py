@@ -15,7 +15,7 @@ from cudaweb.network.models import NetworkTest, PairResult
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
-from cudaweb.validation import queue
+from cudaweb.validation import dbretry, queue
 from cudaweb.validation.reports import ReportError, parse_report
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ def _agent(node, role, master, results, key):
         env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
     try:
         payload, digest = bundle.build()
-        with transport_for(node, purpose="network test pair (%s)" % role) as transport:
+        # the host-key read and the credential's audit row ride over a database blink, as a run's do
+        with dbretry.retrying(transport_for, node, purpose="network test pair (%s)" % role,
+                              what="connection to %s" % node.name) as transport:
             path = transport.upload_agent(payload, digest)
             result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
         results[key] = (parse_report(result.stdout), "")

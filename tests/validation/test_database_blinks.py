@@ -212,3 +212,36 @@ def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_creden
     transport = services._transport(run, purpose="run x")
     assert transport.host_key == ("ssh-ed25519", "AAAA") and connection.connection.info.backend_pid != old_pid
     assert AuditEvent.objects.filter(action="credential.used", detail__purpose="run x").count() == 1
+
+
+def test_a_network_test_reaching_its_node_in_a_blink_gets_as_far_as_the_node():
+    """The pair test's and the all-reduce's ends read the host key and audit the credential too: over a dropped
+    connection they reach the node (here a port where nothing listens: the transport's own error, kept as the
+    end's result), not an exception that leaves the end without one."""
+    postgres_only()
+    import socket
+
+    import paramiko
+
+    from cudaweb.network import collective
+    from cudaweb.network import services as network_services
+    from cudaweb.nodes.models import HostKey, SSHCredential
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    credential = SSHCredential(name="k")
+    credential.set_private_key("not a key: the connection is refused before any login")
+    credential.save()
+    node = Node.objects.create(name="pair1", address="127.0.0.1", port=closed_port, username="root",
+                               credential=credential)
+    host_key = paramiko.RSAKey.generate(1024)
+    HostKey.objects.create(node=node, key_type="ssh-rsa", key_base64=host_key.get_base64(), fingerprint_sha256="x",
+                           accepted_at=timezone.now())
+    results = {}
+    drop_my_connection()
+    network_services._agent(node, "rank0", ("127.0.0.1", 1), results, "a")
+    drop_my_connection()
+    collective._agent(node, 0, 2, ("127.0.0.1", 1), results)
+    assert results["a"][0] is None and results["a"][1] and results["pair1"][0] is None and results["pair1"][1]
+    assert "OperationalError" not in results["a"][1] + results["pair1"][1]
