@@ -129,13 +129,18 @@ def _order(matches):
     """Best score first, except that a consequence never leads its cause: when the best is a communication
     failure (a watchdog timeout, a remote error, a store that lost a worker) and a confident failure of another
     kind comes earlier in the log, that one leads; failing that, the communication failure printed first leads
-    (a watchdog timeout before the errors of the communicator it aborted). The confident failures after the
-    leader, and the communication failures anywhere, are its "then"."""
+    (a watchdog timeout before the errors of the communicator it aborted). Advice (ADVISORY) never leads where a
+    confident failure is found. The confident failures after the leader, and the communication failures anywhere,
+    are its "then"."""
     matches = sorted(matches, key=lambda m: (-m.score, m.playbook.id))
     failures = [m for m in matches if m.confident and m.first is not None and m.playbook.category not in ADVISORY]
-    if len(failures) < 2:
+    if not failures:
         return matches
     leader = matches[0]
+    if leader.playbook.category in ADVISORY:
+        leader = failures[0]  # advice, however much of it a log prints, never leads its failure
+    elif len(failures) < 2:
+        return matches
     if leader.playbook.category in CONSEQUENCES and leader in failures:
         causes = [m for m in failures if m.playbook.category not in CONSEQUENCES and m.first < leader.first]
         earlier = [m for m in failures if m.playbook.category in CONSEQUENCES and m.first < leader.first]

@@ -129,3 +129,17 @@ def test_a_backend_error_is_what_it_wraps():
             "(run with NCCL_DEBUG=INFO for details)\nncclUnhandledCudaError: Call to CUDA function failed.\n"
             "Last error:\nCuda failure 'out of memory'")
     assert triage(text).playbooks[0].playbook.category == "oom"
+
+
+def test_advice_never_leads_the_one_failure_of_a_log_however_much_of_it_is_printed():
+    """Three performance advisories (confident each, 2.6 together) before one CUDA OOM: the OOM leads; the advice
+    still follows it. With no failure in the log the advice leads."""
+    advice = ("UserWarning: Anomaly Detection has been enabled. This mode will increase the runtime and should only "
+              "be enabled for debugging.\nUserWarning: TensorFloat32 tensor cores for float32 matrix multiplication "
+              "available but not enabled. Consider setting `torch.set_float32_matmul_precision('high')` for better "
+              "performance.\nRecording too many CUDAGraphs may lead to extra overhead\n")
+    failure = 'Traceback (most recent call last):\n  File "train.py", line 10, in <module>\nRuntimeError: CUDA error: ' \
+              "out of memory\n"
+    found = triage(advice + failure).playbooks
+    assert [m.playbook.category for m in found[:2]] == ["oom", "performance"] and found[1].score > found[0].score
+    assert triage(advice).playbooks[0].playbook.category == "performance"
