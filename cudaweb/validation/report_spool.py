@@ -36,7 +36,8 @@ def report_keep(*, run_id, report):
     fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, json.dumps(report).encode())
+        with open(fd, "w", closefd=False) as fh:  # a file object writes it all (os.write may write part)
+            json.dump(report, fh)
         os.replace(scratch, target)
     except BaseException:
         os.close(fd)
@@ -78,7 +79,7 @@ def report_claimed(*, run_id):
         except BlockingIOError:
             yield False
             return
-        yield os.fstat(fd).st_nlink > 0  # not removed by the holder it waited behind
+        yield os.fstat(fd).st_nlink > 0  # not removed by a holder since it was opened here
     finally:
         os.close(fd)
 
