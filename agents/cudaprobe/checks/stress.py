@@ -9,7 +9,7 @@ import hashlib
 import os
 import time
 
-from agents.cudaprobe import activity, burnin, children, proc
+from agents.cudaprobe import activity, burnin, children, lifeline, proc
 from agents.cudaprobe.checks.driver import XID_LINE
 from agents.cudaprobe.checks.torch import cuda_device_count
 from agents.cudaprobe.judge import Findings, all_ok, reference, task_failure
@@ -57,6 +57,7 @@ def gpu_sustained(args):
         per_window = 1
         started = sampler.started
         while time.monotonic() - started < seconds:
+            lifeline.exit_if_orphaned()  # each ~1 s window: no burn-in runs on for an agent that died
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             begin.record()
             for _ in range(per_window):
@@ -102,6 +103,7 @@ def pattern_passes(torch, chunks, passes, seed, scratch=None, mismatches=None):
         for pattern in PATTERNS:
             bits = range(32) if pattern == "walking_ones" else (0,)
             for bit in bits:
+                lifeline.exit_if_orphaned()  # between patterns: a pass over 120 GiB takes a minute
                 base = 0
                 for chunk in chunks:
                     _fill(torch, chunk, pattern, base, seed + number, bit)

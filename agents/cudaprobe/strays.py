@@ -1,0 +1,66 @@
+"""GPU workers of an earlier agent still running on this host: found in /proc, named, never ended.
+
+A worker whose agent died (an agent older than lifeline.py, or one killed in a way no guard caught) computes and
+holds GPU memory with no one to read it, and every figure taken beside it is a busy GPU's. Whose process it is and
+whether it may be killed is the operator's call: the agent names its pid and leaves it.
+"""
+
+import os
+
+WORKER_MODULE = "agents.cudaprobe.worker"
+
+
+def _cmdline(proc_dir, pid):
+    try:
+        with open(os.path.join(proc_dir, str(pid), "cmdline"), "rb") as fh:
+            return [part.decode("utf-8", "replace") for part in fh.read().split(b"\0") if part]
+    except OSError:
+        return None
+
+
+def _parent(proc_dir, pid):
+    """The parent pid from /proc/PID/stat (after the command name, which may hold spaces and parentheses)."""
+    try:
+        with open(os.path.join(proc_dir, str(pid), "stat")) as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else int(fields[1])  # a zombie runs nothing and holds no GPU memory
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def is_worker(argv):
+    """`python -m agents.cudaprobe.worker --serve`, from a checkout or from the zipapp on PYTHONPATH."""
+    return bool(argv) and WORKER_MODULE in argv and "--serve" in argv
+
+
+def is_agent(argv):
+    """`python -m agents.cudaprobe ...` or `python cudaprobe-<digest>.pyz ...` (the dashboard's copy)."""
+    if not argv:
+        return False
+    return "agents.cudaprobe" in argv or any(os.path.basename(a).startswith("cudaprobe") and a.endswith(".pyz")
+                                             for a in argv)
+
+
+def stray_workers(proc_dir="/proc"):
+    """[{"pid", "ppid", "parent"}] of the GPU workers whose parent is no live agent (it is init, a subreaper, or
+    anything else that adopted them), in pid order."""
+    try:
+        entries = [name for name in os.listdir(proc_dir) if name.isdigit()]
+    except OSError:
+        return []
+    strays = []
+    for name in sorted(entries, key=int):
+        argv = _cmdline(proc_dir, name)
+        if not is_worker(argv):
+            continue
+        ppid = _parent(proc_dir, name)
+        if ppid is None:
+            continue
+        parent = _cmdline(proc_dir, ppid)
+        if not is_agent(parent):
+            strays.append({"pid": int(name), "ppid": ppid, "parent": " ".join(parent or [])[:120] or "gone"})
+    return strays
+
+
+def describe(strays):
+    return ", ".join("pid %d (parent %d: %s)" % (s["pid"], s["ppid"], s["parent"]) for s in strays)
