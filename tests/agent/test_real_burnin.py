@@ -100,6 +100,7 @@ def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
     assert judged or "alloc-conf" in path.name or "cvd" in path.name
     for check_id, check in recorded.items():
         again = replayed[check_id]
+        check = _as_judged_now(check_id, check)
         assert (again["status"], again["signatures"]) == (check["status"], check["signatures"]), check_id
         assert again["summary"] == check["summary"], check_id
         assert again["metrics"] == check["metrics"], check_id
@@ -109,6 +110,15 @@ def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
             assert len(series["t"]) <= burnin.SERIES_POINTS and max(series["power_w"]) <= max(kept["power_w"]) + 1
         else:
             assert again.get("series") == check.get("series"), check_id
+
+
+def _as_judged_now(check_id, check):
+    """A recorded check as today's judging words it, where the judging has said more since: these records were made
+    before stress.consistency had its known answer, which the summary then says it did not have."""
+    if check_id == "stress.consistency" and check["status"] == "pass":
+        check = dict(check, metrics=dict(check["metrics"], known_answers=0))
+        check["summary"] += "; no known-answer computation on GPU 0"
+    return check
 
 
 def _raw_sustained(path=str(HEALTHY) + ".record.json"):

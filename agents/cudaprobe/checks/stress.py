@@ -237,9 +237,47 @@ def _training_step(torch, device, seed):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+# Integer operands in [-KNOWN_RANGE, KNOWN_RANGE]: each product is at most 225 and a sum of KNOWN_K of them stays
+# below 2^19, so every partial sum is an integer an fp32 accumulator holds exactly (to 2^24), in whatever order the
+# kernel adds (split-K included); TF32 holds the operands exactly too (integers to 2^11). The GPU's answer must then
+# equal, bit for bit, the same product computed in int64 on the CPU: a known answer, which a one-GPU host (nothing
+# to compare with) and a fault that repeats itself (the same wrong bits every time) both need.
+KNOWN_RANGE = 15
+KNOWN_N, KNOWN_K = 2048, 2048  # 2048 x 2048 outputs: 256 tiles of 128 x 128, more than an H200's 132 SMs
+
+
+def known_answer(torch, device, n, k, repeats, seed):
+    """{"matmul_int_fp32": [run, ...], "matmul_int_tf32": [...]}: each run {"wrong": elements that differ from the
+    exact answer} and, where some do, the first of them ({"row", "col", "found", "expected"})."""
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.randint(-KNOWN_RANGE, KNOWN_RANGE + 1, (n, k), generator=generator, dtype=torch.int64)
+    b = torch.randint(-KNOWN_RANGE, KNOWN_RANGE + 1, (k, n), generator=generator, dtype=torch.int64)
+    expected = torch.matmul(a, b)  # int64 on the CPU: exact
+    expected_bits = expected.to(torch.float32).view(torch.int32)  # exact too: every value is below 2^24
+    found_runs = {}
+    for name, tf32 in (("matmul_int_fp32", False), ("matmul_int_tf32", True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        gpu_a, gpu_b = a.to(device, torch.float32), b.to(device, torch.float32)
+        runs = []
+        for _ in range(repeats):
+            found = torch.matmul(gpu_a, gpu_b).cpu() + 0.0  # + 0.0: a sum of -0.0 products is zero, as int64's
+            wrong = (found.view(torch.int32) != expected_bits).view(-1)
+            run = {"wrong": int(wrong.sum())}
+            if run["wrong"]:
+                first = int(torch.argmax(wrong.to(torch.uint8)))
+                run["first"] = {"row": first // n, "col": first % n, "found": float(found.view(-1)[first]),
+                                "expected": int(expected.view(-1)[first])}
+            runs.append(run)
+        found_runs[name] = runs
+        del gpu_a, gpu_b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return found_runs
+
+
 @gpu_task
 def gpu_consistency(args):
-    """The same seeded matmuls (bf16, fp16, TF32, fp32) and training steps, `repeats` times: a digest of each."""
+    """The same seeded matmuls (bf16, fp16, TF32, fp32) and training steps, `repeats` times: a digest of each; and
+    integer matmuls whose exact answer is known, each compared with it (known_answer)."""
     import torch
 
     index = _own_gpu(torch)
@@ -261,6 +299,9 @@ def gpu_consistency(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     entry["digests"]["training_step"] = [digest(torch, _training_step(torch, index, 11))
                                          for _ in range(max(2, repeats // 2))]
+    entry["known_answer"] = known_answer(torch, index, int(args.get("known_n", KNOWN_N)),
+                                         int(args.get("known_k", KNOWN_K)), max(2, repeats // 2),
+                                         int(args.get("seed", 7)))
     return {"gpus": [entry]}
 
 
@@ -445,6 +486,15 @@ def judge_consistency(gpus):
             if len(set(digests)) > 1:
                 findings.add("fail", "GPU %s: %s gave %d different results over %d identical repetitions" % (
                     g["index"], name, len(set(digests)), len(digests)), "silent_data_corruption")
+    for g in gpus:
+        for name, runs in sorted((g.get("known_answer") or {}).items()):
+            wrong = [r for r in runs if r["wrong"]]
+            if wrong:
+                first = wrong[0]["first"]
+                findings.add("fail", "GPU %s: %s gave a wrong answer in %d of %d runs (%d element(s) differ from the "
+                             "exact integer product computed on the CPU; first at [%d, %d]: %s, expected %d)" % (
+                                 g["index"], name, len(wrong), len(runs), wrong[0]["wrong"], first["row"],
+                                 first["col"], _number(first["found"]), first["expected"]), "silent_data_corruption")
     groups = {}
     for g in gpus:
         groups.setdefault((g["name"], g["sm_count"]), []).append(g)
@@ -466,7 +516,19 @@ def judge_consistency(gpus):
         findings.note("GPU %s (%s): %s" % (g["index"], g["name"], ", ".join(
             "%s %s" % (name, g["digests"][name][0][:12]) for name in computations)))
     metrics["computations"] = len(computations)
-    return findings.outcome("%d GPU(s): %d computations bitwise identical across repetitions%s" % (
-        len(gpus), len(computations), " and GPUs" if len(gpus) > 1 else ""), metrics=metrics)
+    known = min((len(g.get("known_answer") or {}) for g in gpus), default=0)
+    metrics["known_answers"] = known
+    summary = "%d GPU(s): %d computations bitwise identical across repetitions%s" % (
+        len(gpus), len(computations), " and GPUs" if len(gpus) > 1 else "")
+    without = [str(g["index"]) for g in gpus if not g.get("known_answer")]
+    if without:  # a result from before the known answer (a replayed record): said, never implied
+        summary += "; no known-answer computation on GPU %s" % ", ".join(without)
+    else:
+        summary += "; %d integer matmuls equal to their exact answer, bit for bit" % known
+    return findings.outcome(summary, metrics=metrics)
+
+
+def _number(value):
+    return "%d" % value if float(value).is_integer() else repr(value)
 
 
