@@ -178,6 +178,21 @@ def test_new_ecc_errors_during_the_memory_test_fail():
     assert outcome.status == "fail" and outcome.signatures == ["ecc_uncorrected_under_load"]
 
 
+def test_ecc_is_said_unchanged_only_where_it_was_read_before_and_after():
+    unread = _memory_entry()
+    unread["ecc"] = {"before": [None, None], "after": [None, None],
+                     "unread": "NVML unavailable in the worker (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"}
+    outcome = stress.judge_memory_test(Context("full"), [unread])
+    assert "ECC unchanged" not in outcome.summary
+    assert outcome.summary.endswith("ECC not read on GPU 0: NVML unavailable in the worker "
+                                    "(NVMLError_LibraryNotFound: NVML Shared Library Not Found)")
+    half = _memory_entry(1)
+    half["ecc"] = {"before": [0, 0], "after": [0, None]}  # read before, not after: not known to be unchanged
+    outcome = stress.judge_memory_test(Context("full"), [_memory_entry(), half])
+    assert outcome.summary.endswith("ECC unchanged on GPU 0; ECC not read on GPU 1: no ECC count recorded")
+    assert stress.judge_memory_test(Context("full"), [_memory_entry()]).summary.endswith(", ECC unchanged")
+
+
 def _consistency(index, digests):
     return {"index": index, "name": "NVIDIA H200", "sm_count": 132, "digests": digests}
 

@@ -148,12 +148,13 @@ def gpu_memory_test(args):
     passes = int(args.get("passes", 2))
     seed = int(args.get("seed", 20))
     nv = handle = None
+    ecc_unread = None  # why ECC could not be read, said in the report rather than "unchanged"
     try:
         import pynvml as nv
         nv.nvmlInit()
         handle = nvml_sampler.gpu_handle(nv, torch, index)
-    except Exception:
-        nv = None
+    except Exception as exc:
+        nv, ecc_unread = None, "NVML unavailable in the worker (%s: %s)" % (type(exc).__name__, str(exc)[:200])
     ecc_before = nvml_sampler.ecc_counts(nv, handle) if nv else (None, None)
     scratch = torch.empty(chunk_words, dtype=torch.int32, device=index)
     entry = {"index": index, "passes": [], "mismatches": [], "activity": {"before": activity.snapshot(torch, index)}}
@@ -198,6 +199,8 @@ def gpu_memory_test(args):
     entry["activity"]["after"] = activity.snapshot(torch, index)
     ecc_after = nvml_sampler.ecc_counts(nv, handle) if nv else (None, None)
     entry["ecc"] = {"before": list(ecc_before), "after": list(ecc_after)}
+    if None in ecc_before + ecc_after:
+        entry["ecc"]["unread"] = ecc_unread or "NVML gave no volatile ECC count (ECC disabled, or not supported)"
     if nv:
         try:
             nv.nvmlShutdown()
@@ -455,8 +458,21 @@ def judge_memory_test(ctx, gpus):
                          "began, no other process seen): the rest was not tested" % (
                              label, min(tested), g["total_gib"], g["free_gib_start"]), "memory_test_coverage_low")
     metrics["tested_gib"] = min(v for k, v in metrics.items() if k.startswith("tested_gib."))
-    return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), ECC unchanged" % (
-        len(gpus), metrics["tested_gib"]), metrics=metrics)
+    return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), %s" % (
+        len(gpus), metrics["tested_gib"], _ecc_said(gpus)), metrics=metrics)
+
+
+def _ecc_said(gpus):
+    """"ECC unchanged" only where both ECC counts were read before and after the test; elsewhere not read, and why."""
+    unread = {}
+    for g in gpus:
+        if None in g["ecc"]["before"] + g["ecc"]["after"]:
+            unread.setdefault(g["ecc"].get("unread") or "no ECC count recorded", []).append(str(g["index"]))
+    if not unread:
+        return "ECC unchanged"
+    said = "; ".join("ECC not read on GPU %s: %s" % (", ".join(indices), why) for why, indices in unread.items())
+    read = [str(g["index"]) for g in gpus if None not in g["ecc"]["before"] + g["ecc"]["after"]]
+    return ("ECC unchanged on GPU %s; " % ", ".join(read) if read else "") + said
 
 
 @check("stress.consistency", "L7", "Bitwise-identical results across repetitions and GPUs (silent data corruption)",
