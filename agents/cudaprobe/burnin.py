@@ -193,6 +193,28 @@ def _judge_counters(findings, label, first, last, metrics):
                 label, grown, what, first[key], last[key]), signature)
 
 
+def xid_events_delivered(gpu):
+    """Whether NVML delivered Xid events to this GPU's sampler through the load. A result from before the sampler
+    said so (a replayed record): delivered unless NVML was absent or a note says the events were not."""
+    sampler = gpu["sampler"]
+    if "xid_events" in sampler:
+        return bool(sampler["xid_events"])
+    notes = sampler.get("notes") or []
+    return bool(sampler["samples"]) and not any(note.startswith("NVML Xid events not delivered") for note in notes)
+
+
+def judge_xid_watch(findings, gpus, kernel_log_unread):
+    """Say so where no Xid could have been seen during the load: NVML delivered no Xid events and the kernel log
+    could not be read (`kernel_log_unread`: why, or None where it was read before and after)."""
+    blind = [g for g in gpus if not xid_events_delivered(g)]
+    if not blind or not kernel_log_unread:
+        return
+    why = "; ".join(sorted({"; ".join(g["sampler"].get("notes") or []) or "NVML unavailable" for g in blind}))
+    findings.add("warn", "GPU %s: Xid errors were not watched during the burn-in: NVML delivered no Xid events (%s) "
+                 "and the kernel log could not be read (%s); an Xid under load would have gone unseen" % (
+                     ", ".join(str(g["index"]) for g in blind), why[:300], kernel_log_unread[:200]), "xid_unwatched")
+
+
 def judge_sustained(gpus, sku, ours=()):
     """(Findings, metrics) of every GPU's sustained run, siblings compared on their median throughput."""
     findings, metrics, comparable = Findings(), {}, {}

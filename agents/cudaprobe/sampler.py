@@ -179,5 +179,6 @@ class Sampler:
             pass
 
     def result(self):
+        # xid_events: whether NVML was delivering Xid events to this sampler (where not, the notes say why)
         return {"info": self.info, "samples": self.samples, "xids": self.xids, "notes": self.notes,
-                "self_pid": os.getpid()}
+                "self_pid": os.getpid(), "xid_events": getattr(self, "events", None) is not None}

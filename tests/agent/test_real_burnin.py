@@ -177,6 +177,36 @@ def test_an_xid_the_kernel_logged_under_load_fails_the_burnin_when_nvml_delivere
     assert "an old one" not in sustained["summary"]
 
 
+def _without_xid_events(record):
+    (task,) = [t for t in record["tasks"] if t["task"].endswith(":gpu_sustained")]
+    sampler = task["outcomes"][0]["result"]["gpus"][0]["sampler"]
+    sampler.update(xid_events=False, notes=["NVML Xid events not delivered here (NVMLError_NotSupported): Xid read "
+                                            "from the kernel log only"])
+    return record
+
+
+def test_xids_not_watched_during_the_burnin_are_said_to_be_so(monkeypatch):
+    def unreadable(ctx):
+        ctx.facts["kernel_log_unread"] = "dmesg exit 1: dmesg: read kernel buffer failed: Operation not permitted"
+
+    monkeypatch.setattr(stress, "kernel_xids", unreadable)
+    replayed, _ = _replay_l4_to_l7(_without_xid_events(_load(str(HEALTHY) + ".record.json")))
+    sustained = replayed["stress.sustained"]
+    assert sustained["status"] == "warn" and sustained["signatures"] == ["xid_unwatched"], sustained["summary"]
+    assert sustained["summary"].startswith("GPU 0: Xid errors were not watched during the burn-in: NVML delivered no "
+                                           "Xid events (NVML Xid events not delivered here (NVMLError_NotSupported)")
+    assert "read kernel buffer failed: Operation not permitted" in sustained["summary"]
+
+
+def test_xids_watched_by_either_nvml_or_the_kernel_log_are_not_said_unwatched(monkeypatch):
+    monkeypatch.setattr(stress, "kernel_xids", lambda ctx: [])  # the kernel log read, before and after
+    replayed, _ = _replay_l4_to_l7(_without_xid_events(_load(str(HEALTHY) + ".record.json")))
+    assert replayed["stress.sustained"]["status"] == "pass"
+    monkeypatch.setattr(stress, "kernel_xids", lambda ctx: None)  # NVML delivered them (the recorded H200)
+    replayed, _ = _replay_l4_to_l7(_load(str(HEALTHY) + ".record.json"))
+    assert replayed["stress.sustained"]["status"] == "pass"
+
+
 def test_kernel_log_lines_new_since_before_the_load():
     assert stress.new_lines(["a", "b", "b"], ["a", "b", "b", "b", "c"]) == ["b", "c"]
     assert stress.new_lines(["a", "b"], ["b", "c"]) == ["c"]  # the ring buffer dropped "a"

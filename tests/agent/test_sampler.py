@@ -43,3 +43,13 @@ def test_a_timed_out_event_wait_is_not_waited_twice_and_an_xid_is_kept():
     sampler = _sampler_waiting_on(lambda events, ms: type("Event", (), {"eventData": 79})(), interval_s=0.3)
     sampler._wait()
     assert [x["xid"] for x in sampler.xids] == [79]
+
+
+def test_the_result_says_whether_xid_events_were_delivered():
+    sampler = _sampler_waiting_on(lambda events, ms: None, interval_s=0.3)
+    sampler.info = {}
+    assert sampler.result()["xid_events"] is True
+    sampler.events = None  # nvmlDeviceRegisterEvents refused: the note says why
+    assert sampler.result()["xid_events"] is False
+    del sampler.events  # NVML itself absent: the sampler never got as far as events
+    assert sampler.result()["xid_events"] is False

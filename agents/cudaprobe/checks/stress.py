@@ -329,9 +329,11 @@ def _no_gpu(ctx):
 
 
 def kernel_xids(ctx):
-    """The kernel log's Xid lines now, or None where the log cannot be read."""
+    """The kernel log's Xid lines now, or None where the log cannot be read (why: ctx.facts["kernel_log_unread"])."""
     result = proc.run(["dmesg"], 10, env=ctx.environ)
     if result.missing or not result.ok:
+        ctx.facts["kernel_log_unread"] = "dmesg not found" if result.missing else "dmesg %s: %s" % (
+            "timed out" if result.timed_out else "exit %s" % result.returncode, result.combined()[:160] or "no output")
         return None
     return [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
 
@@ -376,6 +378,9 @@ def stress_sustained(ctx):
     if not any(g["sampler"].get("xids") for g in gpus):  # NVML delivered none (or no events here): the kernel log
         for line in new_lines(before, after)[:10]:
             findings.add("fail", "Xid in the kernel log during the burn-in: %s" % line.strip()[:300], "xid_under_load")
+    log_unread = None if before is not None and after is not None else (
+        ctx.facts.get("kernel_log_unread") or "dmesg gave no log")
+    burnin.judge_xid_watch(findings, gpus, log_unread)
     metrics["burnin_seconds"] = seconds
     if sku is None:
         findings.add("pass", "no reference for %s: judged on its own series and its siblings" % model,
