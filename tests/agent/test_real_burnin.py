@@ -20,7 +20,10 @@ BURNIN = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "burnin"
 HEALTHY = BURNIN / "h200-burnin-300s"
 EXPECTED = {  # fault: (verdict, the check that names it, its signature, words of its summary)
     "busy-during-burnin": ("warn", "stress.sustained", "gpu_busy", "started computing on it"),
-    "memory-taken-during-memtest": ("fail", "stress.memory_test", "oom", "has 12.51 GiB memory in use"),
+    # another process took 12 GiB during the test: said, and the memory it held untested (a warn since the mid-pass
+    # out-of-memory is caught, as seen on a real H200)
+    "memory-taken-during-memtest": ("warn", "stress.memory_test", "memory_taken_during_test",
+                                    "memory was taken by another process during the memory test"),
     "tf32-override-off": ("fail", "cuda.matmul", "env_setting_named", "NVIDIA_TF32_OVERRIDE=0"),
     "alloc-conf-refused": ("fail", "torch.import", "env_setting_refused",
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe is refused"),
@@ -59,7 +62,17 @@ def test_every_fault_has_a_report_and_a_record():
     assert {p.name[:-12] for p in (BURNIN / "faults").glob("*.record.json")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def _recorded_before_the_fix(fault):
+    """The memory-taken fixture as first recorded (bench/burnin_on_device.sh, issue 20), before the worker caught an
+    out-of-memory in the middle of a pass: its task died (fail, oom). bench/i28a_on_device.sh records it again;
+    until that recording is committed, its expectation is known not to hold (strict: the new one must hold)."""
+    report = _load(BURNIN / "faults" / ("%s.json" % fault))
+    return fault == "memory-taken-during-memtest" and "oom" in _check(report, "stress.memory_test")["signatures"]
+
+
+@pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.xfail(
+    _recorded_before_the_fix(f), strict=True, reason="recorded before the fix: re-recording pending (issue 28)"))
+    for f in sorted(EXPECTED)])
 def test_each_fault_is_named_and_none_passes(fault):
     report = _load(BURNIN / "faults" / ("%s.json" % fault))
     assert not list(VALIDATOR.iter_errors(report))
