@@ -7,6 +7,8 @@ whether it may be killed is the operator's call: the agent names its pid and lea
 
 import os
 
+from agents.cudaprobe import lifeline
+
 WORKER_MODULE = "agents.cudaprobe.worker"
 
 
@@ -41,9 +43,25 @@ def is_agent(argv):
                                              for a in argv)
 
 
+def _agent_named(proc_dir, pid):
+    """The agent pid a worker was started for (lifeline.AGENT_PID_ENV in its environment), or None where the worker
+    is older than that or its environment cannot be read (another user's process)."""
+    try:
+        with open(os.path.join(proc_dir, str(pid), "environ"), "rb") as fh:
+            environ = fh.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = (lifeline.AGENT_PID_ENV + "=").encode()
+    for item in environ:
+        if item.startswith(prefix) and item[len(prefix):].isdigit():
+            return int(item[len(prefix):])
+    return None
+
+
 def stray_workers(proc_dir="/proc"):
-    """[{"pid", "ppid", "parent"}] of the GPU workers whose parent is no live agent (it is init, a subreaper, or
-    anything else that adopted them), in pid order."""
+    """[{"pid", "ppid", "parent"}] of the GPU workers whose agent is gone, in pid order: a worker that names its
+    agent (lifeline) is a stray once its parent is another process; one that does not (an older agent's) once its
+    parent is no agent (init, a subreaper, or anything else that adopted it)."""
     try:
         entries = [name for name in os.listdir(proc_dir) if name.isdigit()]
     except OSError:
@@ -57,7 +75,8 @@ def stray_workers(proc_dir="/proc"):
         if ppid is None:
             continue
         parent = _cmdline(proc_dir, ppid)
-        if not is_agent(parent):
+        agent = _agent_named(proc_dir, name)
+        if (ppid != agent) if agent is not None else not is_agent(parent):
             strays.append({"pid": int(name), "ppid": ppid, "parent": " ".join(parent or [])[:120] or "gone"})
     return strays
 

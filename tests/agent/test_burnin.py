@@ -195,8 +195,8 @@ def test_new_ecc_errors_during_the_memory_test_fail():
 
 def test_ecc_is_said_unchanged_only_where_it_was_read_before_and_after():
     unread = _memory_entry()
-    unread["ecc"] = {"before": [None, None], "after": [None, None],
-                     "unread": "NVML unavailable in the worker (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"}
+    why = "NVML unavailable in the worker (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
+    unread["ecc"] = {"before": [None, None], "after": [None, None], "unread": why}
     outcome = stress.judge_memory_test(Context("full"), [unread])
     assert "ECC unchanged" not in outcome.summary
     assert outcome.summary.endswith("ECC not read on GPU 0: NVML unavailable in the worker "

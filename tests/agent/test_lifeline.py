@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agents.cudaprobe import lifeline
+from agents.cudaprobe import lifeline, strays
 from tests.agent.harness import FAKE_TORCH, REPO, Scenario, check, run_agent
 
 DEATH_LIMIT_S = 2.0
@@ -116,25 +116,59 @@ def test_a_worker_whose_agent_died_before_it_started_exits_at_once(stand_in_torc
     assert done.returncode == lifeline.EXIT_ORPHANED
 
 
-def test_the_next_agent_names_a_stray_worker_and_leaves_it_running(tmp_path, stand_in_torch):
-    # a worker whose parent is no agent: what an earlier agent's worker is once that agent died (before this fix)
-    stray = subprocess.Popen([sys.executable, "-m", "agents.cudaprobe.worker", "--serve"], cwd=REPO,
-                             env=dict(os.environ, PYTHONPATH="%s:%s" % (stand_in_torch, REPO)),
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+OLD_WORKER = """import time
+time.sleep(120)  # an earlier agent's worker, from before the lifeline: it goes on when its agent is gone
+"""
+
+
+@pytest.fixture
+def stray(tmp_path):
+    """A worker of an earlier agent whose agent died: `python -m agents.cudaprobe.worker --serve` (an older copy of
+    the agent, without the lifeline), its parent gone, adopted by init."""
+    package = tmp_path / "old-agent" / "agents" / "cudaprobe"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "worker.py").write_text(OLD_WORKER)
+    started = subprocess.run(["bash", "-c", 'PYTHONPATH="$1" "$2" -m agents.cudaprobe.worker --serve </dev/null '
+                              '>/dev/null 2>&1 & echo $!', "-", str(tmp_path / "old-agent"), sys.executable],
+                             capture_output=True, text=True, timeout=30, check=True)
+    pid = int(started.stdout)
     try:
-        report, _ = run_agent(Scenario(tmp_path / "host"), args=["--mode", "quick", "--only", "driver.processes"])
-        processes = check(report, "driver.processes")
-        assert processes["status"] == "warn" and "stray_agent_worker" in processes["signatures"], processes
-        assert "pid %d" % stray.pid in processes["summary"]
-        assert stray.poll() is None, "the agent must name a stray worker, not end it"
+        yield pid
     finally:
-        stray.kill()
-        stray.wait()
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)  # ours: this fixture started it
+
+
+def test_the_next_agent_names_a_stray_worker_and_leaves_it_running(tmp_path, stray):
+    report, _ = run_agent(Scenario(tmp_path / "host"), args=["--mode", "quick", "--only", "driver.processes"])
+    processes = check(report, "driver.processes")
+    assert processes["status"] == "warn" and "stray_agent_worker" in processes["signatures"], processes
+    assert "pid %d (parent " % stray in processes["summary"] and "kill %d" % stray in processes["summary"]
+    assert processes["metrics"]["stray_agent_workers"] >= 1
+    assert _alive(stray), "the agent must name a stray worker, not end it"
+
+
+def test_a_worker_that_names_its_live_parent_as_its_agent_is_no_stray(stand_in_torch):
+    # children.Pool's workers started by something other than the agent's command (a bench script, a test) are
+    # still some live process's: only a worker whose agent is gone is a stray
+    worker = subprocess.Popen([sys.executable, "-m", "agents.cudaprobe.worker", "--serve"], cwd=REPO,
+                              env=dict(os.environ, PYTHONPATH="%s:%s" % (stand_in_torch, REPO),
+                                       **{lifeline.AGENT_PID_ENV: str(os.getpid())}),
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: strays.is_worker(strays._cmdline("/proc", worker.pid)), 10)
+        assert worker.pid not in {s["pid"] for s in strays.stray_workers()}
+    finally:
+        worker.kill()
+        worker.wait()
 
 
 def test_an_agent_names_none_of_its_own_workers_as_strays(tmp_path):
     # torch.import chosen: the agent starts its rank-0 worker before L1 (the recorded torch), running beside the scan
-    report, _ = run_agent(Scenario(tmp_path / "host"), args=["--mode", "quick", "--only", "driver.processes,torch.import"],
+    report, _ = run_agent(Scenario(tmp_path / "host"),
+                          args=["--mode", "quick", "--only", "driver.processes,torch.import"],
                           env={"PYTHONPATH": "%s:%s" % (FAKE_TORCH, REPO)})
     assert report["timing"]["workers"], "no worker of this agent ran beside the scan"
     assert "stray_agent_worker" not in check(report, "driver.processes")["signatures"]
