@@ -62,10 +62,15 @@ for _ in $(seq 600); do  # up to 60 s for the check to start
 done
 [ -n "$started" ] || log "stress.sustained never started (agent alive: $(alive "$AGENT" && echo yes || echo no))"
 sleep 15
-WORKERS=$(children_of "$AGENT")
+CHILDREN=$(children_of "$AGENT")
+WORKERS=""
+for pid in $CHILDREN; do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'agents.cudaprobe.worker --serve' && WORKERS="$WORKERS $pid"
+done
+WORKERS=${WORKERS# }
 BEFORE=$(apps)
-log "agent $AGENT, its children (workers) [$WORKERS], compute apps before the kill [$BEFORE]"
-for pid in $WORKERS; do log "  $pid: $(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-120)"; done
+log "agent $AGENT, its GPU workers [$WORKERS] (children: [$CHILDREN]), compute apps before the kill [$BEFORE]"
+for pid in $CHILDREN; do log "  $pid: $(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-120)"; done
 alive "$AGENT" || log "VOID: the agent ended before the kill (see kill.err): nothing measured"
 [ -n "$BEFORE" ] || log "VOID for nvidia-smi: it listed no compute process before the kill (PID namespace?);" \
     "only the /proc measure counts"
@@ -89,7 +94,8 @@ done
 head -25 "$F/kill-polls.txt" | tee -a "$LOG"
 log "KILL RESULT: our processes gone from nvidia-smi ${gone_smi:-NOT within 30 s} ms after kill -9 of the agent;" \
     "workers gone from /proc ${gone_proc:-NOT within 30 s} ms (limit 2000 ms)"
-for pid in $WORKERS; do alive "$pid" && { log "worker $pid survived: killed by pid"; kill -9 "$pid"; }; done
+[ -n "$WORKERS" ] || log "VOID for /proc: no GPU worker was found among the agent's children"
+for pid in $CHILDREN; do alive "$pid" && { log "child $pid survived the agent: killed by pid"; kill -9 "$pid"; }; done
 wait "$AGENT" 2>/dev/null
 
 # ---- 2. known-answer consistency (and the next agent names no stray)
