@@ -176,3 +176,40 @@ def test_an_agent_names_none_of_its_own_workers_as_strays(tmp_path):
     assert "driver.processes,torch.import" not in processes["summary"], processes["summary"]
     if "stray_agent_worker" not in processes["signatures"]:
         assert processes["status"] == "pass"
+
+
+# The watchdog alone (the kernel's signal turned off, as on a kernel without prctl): a worker in a long Python loop
+# still ends within 2 s of its agent's death.
+WATCHED_CHILD = '''
+from agents.cudaprobe import lifeline
+lifeline._set_parent_death_signal = lambda: False
+lifeline.tie()
+print("tied", flush=True)
+while True:
+    sum(range(10000))
+'''
+PARENT_OF_WATCHED = '''
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, CUDAPROBE_AGENT_PID=str(os.getpid())))
+child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(600)
+'''
+
+
+def test_without_the_kernels_signal_the_watchdog_ends_the_worker_within_two_seconds():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_OF_WATCHED, WATCHED_CHILD], cwd=REPO,
+                              env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _wait_for(lambda: not _alive(child), DEATH_LIMIT_S), "the watchdog did not end the worker"
+    finally:
+        parent.kill()
+        parent.wait()
+        if child and _alive(child):
+            os.kill(child, signal.SIGKILL)  # ours: the test started it
