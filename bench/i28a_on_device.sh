@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 28 (part a) on a lent 1 x H200, one call, about 110 s of wall time (150 s at most):
+# Issue 28 (part a) on a lent 1 x H200, one call, about 90 s of wall time (150 s at most):
 #  1. the agent's GPU worker dies with its agent: a burn-in (--burnin-seconds 30, --only stress.sustained) whose
 #     agent is killed with kill -9 about 15 s into the sustained load; then nvidia-smi --query-compute-apps is
 #     polled every 0.1 s and the time until none of the processes it listed before the kill remains is written down
@@ -78,8 +78,9 @@ t0=$(now)
 kill -9 "$AGENT"
 gone_smi="" gone_proc=""
 : >"$F/kill-polls.txt"
-for _ in $(seq 300); do  # 0.1 s polls, up to ~30 s
+while :; do  # 0.1 s polls, for 10 s at most (5 x the limit)
     t=$(( ($(now) - t0) / 1000000 ))
+    [ "$t" -gt 10000 ] && break
     left=$(apps)
     ours=""
     for pid in $BEFORE; do case " $left " in *" $pid "*) ours="$ours $pid";; esac; done
@@ -93,7 +94,7 @@ for _ in $(seq 300); do  # 0.1 s polls, up to ~30 s
 done
 head -25 "$F/kill-polls.txt" | tee -a "$LOG"
 log "KILL RESULT: our processes gone from nvidia-smi ${gone_smi:-NOT within 30 s} ms after kill -9 of the agent;" \
-    "workers gone from /proc ${gone_proc:-NOT within 30 s} ms (limit 2000 ms)"
+    "workers gone from /proc ${gone_proc:-NOT within 10 s} ms (limit 2000 ms)"
 [ -n "$WORKERS" ] || log "VOID for /proc: no GPU worker was found among the agent's children"
 for pid in $CHILDREN; do alive "$pid" && { log "child $pid survived the agent: killed by pid"; kill -9 "$pid"; }; done
 wait "$AGENT" 2>/dev/null
