@@ -93,7 +93,7 @@ while :; do  # 0.1 s polls, for 10 s at most (5 x the limit)
     sleep 0.1
 done
 head -25 "$F/kill-polls.txt" | tee -a "$LOG"
-log "KILL RESULT: our processes gone from nvidia-smi ${gone_smi:-NOT within 30 s} ms after kill -9 of the agent;" \
+log "KILL RESULT: our processes gone from nvidia-smi ${gone_smi:-NOT within 10 s} ms after kill -9 of the agent;" \
     "workers gone from /proc ${gone_proc:-NOT within 10 s} ms (limit 2000 ms)"
 [ -n "$WORKERS" ] || log "VOID for /proc: no GPU worker was found among the agent's children"
 for pid in $CHILDREN; do alive "$pid" && { log "child $pid survived the agent: killed by pid"; kill -9 "$pid"; }; done
