@@ -146,12 +146,16 @@ class Sampler:
             self._stop.wait(self.interval_s)
             return
         began = time.monotonic()
+        self.event_waits = getattr(self, "event_waits", 0) + 1
         try:
             data = self.nv.nvmlEventSetWait_v2(self.events, int(self.interval_s * 1000))
             self.xids.append({"t": round(time.monotonic() - self.started, 2), "xid": int(data.eventData)})
-        except Exception:
+        except Exception as exc:
             # NVML_ERROR_TIMEOUT: no event in this interval. Any other error (a GPU lost, events unsupported) comes
             # back at once: the rest of the interval is waited out, or the loop would sample as fast as NVML answers
+            if "timeout" not in str(exc).lower():
+                self.event_errors = getattr(self, "event_errors", 0) + 1
+                self.event_error = "%s: %s" % (type(exc).__name__, str(exc)[:120])
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
     def _run(self):
@@ -178,7 +182,21 @@ class Sampler:
         except Exception:
             pass
 
+    def xid_events(self):
+        """Whether NVML delivered Xid events through the load: registered, and not every wait refused (an error
+        other than a timeout at each wait: nothing could have arrived); where not, a note says why."""
+        if getattr(self, "events", None) is None:
+            return False
+        waits, errors = getattr(self, "event_waits", 0), getattr(self, "event_errors", 0)
+        if waits and errors == waits:
+            note = "NVML Xid event waits all failed (%s): Xid read from the kernel log only" % self.event_error
+            if note not in self.notes:
+                self.notes.append(note)
+            return False
+        return True
+
     def result(self):
         # xid_events: whether NVML was delivering Xid events to this sampler (where not, the notes say why)
+        delivered = self.xid_events()
         return {"info": self.info, "samples": self.samples, "xids": self.xids, "notes": self.notes,
-                "self_pid": os.getpid(), "xid_events": getattr(self, "events", None) is not None}
+                "self_pid": os.getpid(), "xid_events": delivered}

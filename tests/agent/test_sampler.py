@@ -53,3 +53,25 @@ def test_the_result_says_whether_xid_events_were_delivered():
     assert sampler.result()["xid_events"] is False
     del sampler.events  # NVML itself absent: the sampler never got as far as events
     assert sampler.result()["xid_events"] is False
+
+
+def test_event_waits_that_all_fail_are_no_xid_watch_and_say_why():
+    def unsupported(events, ms):
+        raise _NVMLError("Not Supported")
+
+    sampler = _sampler_waiting_on(unsupported, interval_s=0.01)
+    sampler.info = {}
+    for _ in range(3):
+        sampler._wait()
+    result = sampler.result()
+    assert result["xid_events"] is False
+    assert result["notes"] == ["NVML Xid event waits all failed (_NVMLError: Not Supported): Xid read from the "
+                               "kernel log only"]
+
+    def timeout(events, ms):
+        raise _NVMLError("Timeout")  # no event in the interval: watched, nothing came
+
+    sampler = _sampler_waiting_on(timeout, interval_s=0.01)
+    sampler.info = {}
+    sampler._wait()
+    assert sampler.result()["xid_events"] is True and sampler.result()["notes"] == []
