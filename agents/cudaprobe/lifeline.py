@@ -8,7 +8,7 @@ found its GPU busy). Two guards, because either alone has a gap:
   the worker ends, so the agent starts its workers from its main thread (children.Pool does).
 - a watchdog thread on the parent's pid, for a kernel without prctl or a parent that died before prctl was called;
   it ends the process with os._exit, since an exception raised in a thread would not stop the main one. Long tasks
-  also ask `orphaned()` between their steps (the burn-in's windows, the memory test's patterns).
+  also call `exit_if_orphaned()` between their steps (the burn-in's windows, the memory test's patterns).
 
 The agent names its pid in the worker's environment (AGENT_PID_ENV): a worker whose parent is already another
 process when it starts (the agent died while it was being started) exits at once.

@@ -113,6 +113,7 @@ class Sampler:
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = None
+        self.event_waits, self.event_errors, self.event_error = 0, 0, None  # Xid event waits, and those refused
         try:
             import pynvml as nv
             nv.nvmlInit()
@@ -146,7 +147,7 @@ class Sampler:
             self._stop.wait(self.interval_s)
             return
         began = time.monotonic()
-        self.event_waits = getattr(self, "event_waits", 0) + 1
+        self.event_waits += 1
         try:
             data = self.nv.nvmlEventSetWait_v2(self.events, int(self.interval_s * 1000))
             self.xids.append({"t": round(time.monotonic() - self.started, 2), "xid": int(data.eventData)})
@@ -154,7 +155,7 @@ class Sampler:
             # NVML_ERROR_TIMEOUT: no event in this interval. Any other error (a GPU lost, events unsupported) comes
             # back at once: the rest of the interval is waited out, or the loop would sample as fast as NVML answers
             if "timeout" not in str(exc).lower():
-                self.event_errors = getattr(self, "event_errors", 0) + 1
+                self.event_errors += 1
                 self.event_error = "%s: %s" % (type(exc).__name__, str(exc)[:120])
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
@@ -187,8 +188,7 @@ class Sampler:
         other than a timeout at each wait: nothing could have arrived); where not, a note says why."""
         if getattr(self, "events", None) is None:
             return False
-        waits, errors = getattr(self, "event_waits", 0), getattr(self, "event_errors", 0)
-        if waits and errors == waits:
+        if self.event_waits and self.event_errors == self.event_waits:
             note = "NVML Xid event waits all failed (%s): Xid read from the kernel log only" % self.event_error
             if note not in self.notes:
                 self.notes.append(note)

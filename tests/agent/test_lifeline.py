@@ -4,6 +4,7 @@ own children.Worker in a stand-in agent process and busy in the burn-in task (st
 a worker left by an earlier one (stray_agent_worker) without ending it."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -135,6 +136,7 @@ def stray(tmp_path):
                              capture_output=True, text=True, timeout=30, check=True)
     pid = int(started.stdout)
     try:
+        assert _wait_for(lambda: strays.is_worker(strays._cmdline("/proc", pid)), 10), "the stray never started"
         yield pid
     finally:
         if _alive(pid):
@@ -145,7 +147,9 @@ def test_the_next_agent_names_a_stray_worker_and_leaves_it_running(tmp_path, str
     report, _ = run_agent(Scenario(tmp_path / "host"), args=["--mode", "quick", "--only", "driver.processes"])
     processes = check(report, "driver.processes")
     assert processes["status"] == "warn" and "stray_agent_worker" in processes["signatures"], processes
-    assert "pid %d (parent " % stray in processes["summary"] and "kill %d" % stray in processes["summary"]
+    assert "pid %d (parent " % stray in processes["summary"]
+    # the command to end them (this machine is shared: another's stray may be named beside ours)
+    assert str(stray) in re.search(r"kill ([\d ]+)", processes["summary"]).group(1).split()
     assert processes["metrics"]["stray_agent_workers"] >= 1
     assert _alive(stray), "the agent must name a stray worker, not end it"
 

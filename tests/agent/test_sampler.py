@@ -15,6 +15,7 @@ def _sampler_waiting_on(wait, interval_s):
     sampler = Sampler.__new__(Sampler)
     sampler.interval_s, sampler.started, sampler.events = interval_s, time.monotonic(), object()
     sampler.samples, sampler.xids, sampler.notes = [], [], []
+    sampler.event_waits, sampler.event_errors, sampler.event_error = 0, 0, None
     sampler._stop = threading.Event()
     sampler.nv = type("FakeNVML", (), {"nvmlEventSetWait_v2": staticmethod(wait)})
     return sampler
