@@ -20,12 +20,13 @@ def _cmdline(proc_dir, pid):
         return None
 
 
-def _parent(proc_dir, pid):
-    """The parent pid from /proc/PID/stat (after the command name, which may hold spaces and parentheses)."""
+def _parent_and_session(proc_dir, pid):
+    """(parent pid, session id) from /proc/PID/stat (after the command name, which may hold spaces and
+    parentheses), or None for a zombie (it runs nothing and holds no GPU memory) or a process gone."""
     try:
         with open(os.path.join(proc_dir, str(pid), "stat")) as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        return None if fields[0] == "Z" else int(fields[1])  # a zombie runs nothing and holds no GPU memory
+        return None if fields[0] == "Z" else (int(fields[1]), int(fields[3]))
     except (OSError, IndexError, ValueError):
         return None
 
@@ -60,8 +61,9 @@ def _agent_named(proc_dir, pid):
 
 def stray_workers(proc_dir="/proc"):
     """[{"pid", "ppid", "parent"}] of the GPU workers whose agent is gone, in pid order: a worker that names its
-    agent (lifeline) is a stray once its parent is another process; one that does not (an older agent's) once its
-    parent is no agent (init, a subreaper, or anything else that adopted it)."""
+    agent (lifeline) is a stray once its parent is another process; one that does not (an older agent's, leading
+    its own session as they all did) once its parent is no agent (init, a subreaper, or anything else that adopted
+    it)."""
     try:
         entries = [name for name in os.listdir(proc_dir) if name.isdigit()]
     except OSError:
@@ -71,12 +73,15 @@ def stray_workers(proc_dir="/proc"):
         argv = _cmdline(proc_dir, name)
         if not is_worker(argv):
             continue
-        ppid = _parent(proc_dir, name)
-        if ppid is None:
+        found = _parent_and_session(proc_dir, name)
+        if found is None:
             continue
+        ppid, session = found
         parent = _cmdline(proc_dir, ppid)
         agent = _agent_named(proc_dir, name)
-        if (ppid != agent) if agent is not None else not is_agent(parent):
+        # an older agent started each worker in a session of its own (proc.start): a worker that is no session
+        # leader was started by hand or by a test, not by an agent
+        if (ppid != agent) if agent is not None else (session == int(name) and not is_agent(parent)):
             strays.append({"pid": int(name), "ppid": ppid, "parent": " ".join(parent or [])[:120] or "gone"})
     return strays
 

@@ -131,8 +131,9 @@ def stray(tmp_path):
     (package.parent / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
     (package / "worker.py").write_text(OLD_WORKER)
-    started = subprocess.run(["bash", "-c", 'PYTHONPATH="$1" "$2" -m agents.cudaprobe.worker --serve </dev/null '
-                              '>/dev/null 2>&1 & echo $!', "-", str(tmp_path / "old-agent"), sys.executable],
+    # in a session of its own, as every agent started its workers (setsid execs in place: $! is the worker)
+    started = subprocess.run(["bash", "-c", 'PYTHONPATH="$1" setsid "$2" -m agents.cudaprobe.worker --serve '
+                              '</dev/null >/dev/null 2>&1 & echo $!', "-", str(tmp_path / "old-agent"), sys.executable],
                              capture_output=True, text=True, timeout=30, check=True)
     pid = int(started.stdout)
     try:
@@ -154,13 +155,28 @@ def test_the_next_agent_names_a_stray_worker_and_leaves_it_running(tmp_path, str
     assert _alive(stray), "the agent must name a stray worker, not end it"
 
 
+def test_a_worker_started_by_hand_is_no_stray(stand_in_torch):
+    # no agent named, its parent no agent, but not in a session of its own as an agent's workers are: a test's or
+    # an operator's, not a stray
+    worker = subprocess.Popen([sys.executable, "-m", "agents.cudaprobe.worker", "--serve"], cwd=REPO,
+                              env=dict(os.environ, PYTHONPATH="%s:%s" % (stand_in_torch, REPO)),
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: strays.is_worker(strays._cmdline("/proc", worker.pid)), 10)
+        assert worker.pid not in {s["pid"] for s in strays.stray_workers()}
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_a_worker_that_names_its_live_parent_as_its_agent_is_no_stray(stand_in_torch):
     # children.Pool's workers started by something other than the agent's command (a bench script, a test) are
     # still some live process's: only a worker whose agent is gone is a stray
     worker = subprocess.Popen([sys.executable, "-m", "agents.cudaprobe.worker", "--serve"], cwd=REPO,
                               env=dict(os.environ, PYTHONPATH="%s:%s" % (stand_in_torch, REPO),
                                        **{lifeline.AGENT_PID_ENV: str(os.getpid())}),
-                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     try:
         assert _wait_for(lambda: strays.is_worker(strays._cmdline("/proc", worker.pid)), 10)
         assert worker.pid not in {s["pid"] for s in strays.stray_workers()}
