@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from agents.cudaprobe import bytecode, precompile, proc
+from agents.cudaprobe import bytecode, lifeline, precompile, proc
 from agents.cudaprobe.registry import task_name
 from agents.cudaprobe.worker import RESULT_MARKER
 
@@ -115,7 +115,8 @@ class Worker:
         for name in ("err", "nccl"):  # stderr, and NCCL_DEBUG output (a file: NCCL's stdio may not flush)
             fd, self.logs[name] = tempfile.mkstemp(prefix="cudaprobe-rank%d-" % rank, suffix="." + name)
             os.close(fd)
-        env = dict(env, NCCL_DEBUG_FILE=self.logs["nccl"])
+        # the worker ends with this process (lifeline): its pid, named so that a worker started as we die knows
+        env = dict(env, NCCL_DEBUG_FILE=self.logs["nccl"], **{lifeline.AGENT_PID_ENV: str(os.getpid())})
         argv = [sys.executable, "-m", "agents.cudaprobe.worker", "--serve"]
         self.popen = proc.start(argv, env=env, log_path=self.logs["err"])
         os.set_blocking(self.popen.stdout.fileno(), False)

@@ -113,6 +113,7 @@ class Sampler:
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread = None
+        self.event_waits, self.event_errors, self.event_error = 0, 0, None  # Xid event waits, and those refused
         try:
             import pynvml as nv
             nv.nvmlInit()
@@ -146,12 +147,16 @@ class Sampler:
             self._stop.wait(self.interval_s)
             return
         began = time.monotonic()
+        self.event_waits += 1
         try:
             data = self.nv.nvmlEventSetWait_v2(self.events, int(self.interval_s * 1000))
             self.xids.append({"t": round(time.monotonic() - self.started, 2), "xid": int(data.eventData)})
-        except Exception:
+        except Exception as exc:
             # NVML_ERROR_TIMEOUT: no event in this interval. Any other error (a GPU lost, events unsupported) comes
             # back at once: the rest of the interval is waited out, or the loop would sample as fast as NVML answers
+            if "timeout" not in str(exc).lower():
+                self.event_errors += 1
+                self.event_error = "%s: %s" % (type(exc).__name__, str(exc)[:120])
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
     def _run(self):
@@ -178,6 +183,20 @@ class Sampler:
         except Exception:
             pass
 
+    def xid_events(self):
+        """Whether NVML delivered Xid events through the load: registered, and not every wait refused (an error
+        other than a timeout at each wait: nothing could have arrived); where not, a note says why."""
+        if getattr(self, "events", None) is None:
+            return False
+        if self.event_waits and self.event_errors == self.event_waits:
+            note = "NVML Xid event waits all failed (%s): Xid read from the kernel log only" % self.event_error
+            if note not in self.notes:
+                self.notes.append(note)
+            return False
+        return True
+
     def result(self):
+        # xid_events: whether NVML was delivering Xid events to this sampler (where not, the notes say why)
+        delivered = self.xid_events()
         return {"info": self.info, "samples": self.samples, "xids": self.xids, "notes": self.notes,
-                "self_pid": os.getpid()}
+                "self_pid": os.getpid(), "xid_events": delivered}

@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 
-from agents.cudaprobe import driver_context
+from agents.cudaprobe import driver_context, lifeline
 from agents.cudaprobe.registry import resolve_task
 
 RESULT_MARKER = "CUDAPROBE_RESULT "
@@ -72,6 +72,7 @@ def reply(result):
 
 
 def serve():
+    lifeline.tie()  # first: a worker must not outlive its agent, even one that dies while torch imports
     started = time.perf_counter()
     torch_import_s = preload_s = None
     context = driver_context.start_if_asked()  # the driver's part, in a thread while torch imports

@@ -7,6 +7,13 @@ an expectation, the GPU's siblings or its own series (FIGURE_SIGNATURES, or a na
 A missing or broken thing (no driver, an OOM, an Xid, a wrong result, a setting named as the cause) carries other
 signatures and is not run again: it would fail the same way, and a wrong result seen once is a finding, not noise.
 
+Two kinds are never run again, whatever their signatures: a state named like a figure (STATE_SIGNATURES: a port
+that trained at a lower rate, memory held from the start of the memory test) reads the same a second time; and the
+burn-in's own findings (L7, STANDING_LAYERS: a throughput decay, a sustained figure below expectation, a slow
+sibling under load) stand: the burn-in exists to see what a node does once under long load, and a decay that does
+not come back in a second short run is the intermittent fault it is there to catch, not noise. Only a burn-in figure
+another process spoiled (gpu_busy alone) is measured again.
+
 The second attempt passes: flaky (the check counts as passed, the run does not fail, the node's flaky count grows);
 it fails or warns again: hard; it does not measure the check (skipped, errored, or the second agent run itself
 failed): unconfirmed, the first attempt stands.
@@ -20,20 +27,34 @@ from agents.cudaprobe.engine import enforce_layer_order, verdict_of
 FIGURE_SUFFIXES = ("_below_expected", "_low", "_decay")
 FIGURE_SIGNATURES = frozenset({"gpu_slower_than_siblings", "gpu_busy", "clock_sag_unexplained"})
 REMARK_SIGNATURES = frozenset({"no_reference_for_model"})  # said at pass: judged against the siblings only
+# Named like figures (_low), read from a state: an InfiniBand port's trained rate (sysfs), memory another process held
+# when the memory test began. A second attempt reads the same state; it proves nothing either way.
+STATE_SIGNATURES = frozenset({"ib_rate_low", "memory_test_coverage_low"})
+STANDING_LAYERS = ("L7",)  # the burn-in: its findings stand (see above)
+SPOILED_SIGNATURES = frozenset({"gpu_busy"})  # in a standing layer, only a figure another process spoiled is retried
 RETRIED_STATUSES = ("fail", "warn")
 RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2, "error": 2}
 FLAKY, HARD, UNCONFIRMED, RERUN = "flaky", "hard", "unconfirmed", "rerun"
 
 
 def is_figure_signature(signature):
+    if signature in STATE_SIGNATURES:
+        return False
     return signature in FIGURE_SIGNATURES or signature.endswith(FIGURE_SUFFIXES)
 
 
+def in_standing_layer(check):
+    return check.get("layer") in STANDING_LAYERS or str(check.get("id", "")).startswith("stress.")
+
+
 def on_a_figure(check):
-    """Whether a check failed or warned on a measured figure, not on a missing or broken thing."""
+    """Whether a check failed or warned on a measured figure, not on a missing or broken thing, a state, or a finding
+    of the burn-in."""
     signatures = [s for s in check.get("signatures") or [] if s not in REMARK_SIGNATURES]
     metrics = (check.get("metrics") or {}).values()
     numeric = any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics)
+    if in_standing_layer(check) and not set(signatures) <= SPOILED_SIGNATURES:
+        return False
     return (check.get("status") in RETRIED_STATUSES and numeric and bool(signatures)
             and all(is_figure_signature(s) for s in signatures))
 

@@ -20,7 +20,10 @@ BURNIN = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "burnin"
 HEALTHY = BURNIN / "h200-burnin-300s"
 EXPECTED = {  # fault: (verdict, the check that names it, its signature, words of its summary)
     "busy-during-burnin": ("warn", "stress.sustained", "gpu_busy", "started computing on it"),
-    "memory-taken-during-memtest": ("fail", "stress.memory_test", "oom", "has 12.51 GiB memory in use"),
+    # another process took 12 GiB during the test: said, and the memory it held untested (a warn since the mid-pass
+    # out-of-memory is caught, as seen on a real H200)
+    "memory-taken-during-memtest": ("warn", "stress.memory_test", "memory_taken_during_test",
+                                    "memory was taken by another process during the memory test"),
     "tf32-override-off": ("fail", "cuda.matmul", "env_setting_named", "NVIDIA_TF32_OVERRIDE=0"),
     "alloc-conf-refused": ("fail", "torch.import", "env_setting_refused",
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe is refused"),
@@ -59,7 +62,17 @@ def test_every_fault_has_a_report_and_a_record():
     assert {p.name[:-12] for p in (BURNIN / "faults").glob("*.record.json")} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def _recorded_before_the_fix(fault):
+    """The memory-taken fixture as first recorded (bench/burnin_on_device.sh, issue 20), before the worker caught an
+    out-of-memory in the middle of a pass: its task died (fail, oom). bench/i28a_on_device.sh records it again;
+    until that recording is committed, its expectation is known not to hold (strict: the new one must hold)."""
+    report = _load(BURNIN / "faults" / ("%s.json" % fault))
+    return fault == "memory-taken-during-memtest" and "oom" in _check(report, "stress.memory_test")["signatures"]
+
+
+@pytest.mark.parametrize("fault", [pytest.param(f, marks=pytest.mark.xfail(
+    _recorded_before_the_fix(f), strict=True, reason="recorded before the fix: re-recording pending (issue 28)"))
+    for f in sorted(EXPECTED)])
 def test_each_fault_is_named_and_none_passes(fault):
     report = _load(BURNIN / "faults" / ("%s.json" % fault))
     assert not list(VALIDATOR.iter_errors(report))
@@ -100,6 +113,7 @@ def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
     assert judged or "alloc-conf" in path.name or "cvd" in path.name
     for check_id, check in recorded.items():
         again = replayed[check_id]
+        check = _as_judged_now(check_id, check)
         assert (again["status"], again["signatures"]) == (check["status"], check["signatures"]), check_id
         assert again["summary"] == check["summary"], check_id
         assert again["metrics"] == check["metrics"], check_id
@@ -109,6 +123,15 @@ def test_the_judging_gives_the_same_verdicts_on_the_recorded_raw_results(path):
             assert len(series["t"]) <= burnin.SERIES_POINTS and max(series["power_w"]) <= max(kept["power_w"]) + 1
         else:
             assert again.get("series") == check.get("series"), check_id
+
+
+def _as_judged_now(check_id, check):
+    """A recorded check as today's judging words it, where the judging has said more since: these records were made
+    before stress.consistency had its known answer, which the summary then says it did not have."""
+    if check_id == "stress.consistency" and check["status"] == "pass":
+        check = dict(check, metrics=dict(check["metrics"], known_answers=0))
+        check["summary"] += "; no known-answer computation on GPU 0"
+    return check
 
 
 def _raw_sustained(path=str(HEALTHY) + ".record.json"):
@@ -165,6 +188,36 @@ def test_an_xid_the_kernel_logged_under_load_fails_the_burnin_when_nvml_delivere
     assert sustained["status"] == "fail" and sustained["signatures"] == ["xid_under_load"]
     assert "Xid in the kernel log during the burn-in: " + XID_79 in sustained["summary"]
     assert "an old one" not in sustained["summary"]
+
+
+def _without_xid_events(record):
+    (task,) = [t for t in record["tasks"] if t["task"].endswith(":gpu_sustained")]
+    sampler = task["outcomes"][0]["result"]["gpus"][0]["sampler"]
+    sampler.update(xid_events=False, notes=["NVML Xid events not delivered here (NVMLError_NotSupported): Xid read "
+                                            "from the kernel log only"])
+    return record
+
+
+def test_xids_not_watched_during_the_burnin_are_said_to_be_so(monkeypatch):
+    def unreadable(ctx):
+        ctx.facts["kernel_log_unread"] = "dmesg exit 1: dmesg: read kernel buffer failed: Operation not permitted"
+
+    monkeypatch.setattr(stress, "kernel_xids", unreadable)
+    replayed, _ = _replay_l4_to_l7(_without_xid_events(_load(str(HEALTHY) + ".record.json")))
+    sustained = replayed["stress.sustained"]
+    assert sustained["status"] == "warn" and sustained["signatures"] == ["xid_unwatched"], sustained["summary"]
+    assert sustained["summary"].startswith("GPU 0: Xid errors were not watched during the burn-in: NVML delivered no "
+                                           "Xid events (NVML Xid events not delivered here (NVMLError_NotSupported)")
+    assert "read kernel buffer failed: Operation not permitted" in sustained["summary"]
+
+
+def test_xids_watched_by_either_nvml_or_the_kernel_log_are_not_said_unwatched(monkeypatch):
+    monkeypatch.setattr(stress, "kernel_xids", lambda ctx: [])  # the kernel log read, before and after
+    replayed, _ = _replay_l4_to_l7(_without_xid_events(_load(str(HEALTHY) + ".record.json")))
+    assert replayed["stress.sustained"]["status"] == "pass"
+    monkeypatch.setattr(stress, "kernel_xids", lambda ctx: None)  # NVML delivered them (the recorded H200)
+    replayed, _ = _replay_l4_to_l7(_load(str(HEALTHY) + ".record.json"))
+    assert replayed["stress.sustained"]["status"] == "pass"
 
 
 def test_kernel_log_lines_new_since_before_the_load():

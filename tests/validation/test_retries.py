@@ -55,6 +55,39 @@ def test_the_rule_reads_the_signatures_and_the_metrics(signatures, metrics, retr
     assert retries.on_a_figure(check) is retried
 
 
+@pytest.mark.parametrize("signature", ["ib_rate_low", "memory_test_coverage_low"])
+def test_a_state_named_like_a_figure_is_never_run_again(signature):
+    # a port trained at a lower rate, memory held before the memory test began: a second attempt reads the same
+    check = {"id": "fabric.infiniband", "layer": "L1", "status": "warn", "signatures": [signature],
+             "metrics": {"rate_gbps": 200.0}}
+    assert not retries.on_a_figure(check)
+    assert retries.on_a_figure(dict(check, signatures=["nccl_busbw_low"]))  # a measured figure beside it is
+
+
+@pytest.mark.parametrize("status, signatures", [
+    ("fail", ["throughput_decay"]), ("warn", ["throughput_decay"]), ("fail", ["sustained_below_expected"]),
+    ("warn", ["gpu_slower_than_siblings"]), ("warn", ["memory_clock_low"]), ("warn", ["memory_test_coverage_low"]),
+])
+def test_the_burnins_own_findings_stand_and_are_never_run_again(status, signatures):
+    check = {"id": "stress.sustained", "layer": "L7", "status": status, "signatures": signatures,
+             "metrics": {"sustained_bf16_tflops": 500.0}}
+    assert not retries.on_a_figure(check)
+
+
+def test_a_burnin_decay_that_fails_once_then_passes_is_no_flaky_pass():
+    healthy = real_report("burnin/h200-burnin-300s.json")
+    first = copy.deepcopy(healthy)
+    sustained = by_id(first)["stress.sustained"]
+    sustained.update(status="fail", signatures=["throughput_decay"],
+                     summary="GPU 0: throughput fell 30% from the first minute to the last (676 -> 473 TFLOP/s)")
+    first["verdict"] = "fail"
+    again, blocked = retries.retry_plan(first)
+    assert "stress.sustained" not in again
+    merged, outcomes = retries.merge(first, healthy, again, blocked)  # even were a second run at hand
+    assert "stress.sustained" not in outcomes
+    assert by_id(merged)["stress.sustained"]["status"] == "fail" and merged["verdict"] == "fail"
+
+
 def test_busy_then_idle_is_flaky_for_each_figure_and_the_state_warnings_remain():
     first, second = real_report("faults/busy-gpu1.json"), real_report("h200-gpus2-standard.json")
     again, blocked = retries.retry_plan(first)

@@ -6,7 +6,7 @@ import re
 import sys
 from datetime import datetime
 
-from agents.cudaprobe import children, expectations, nvsmi, proc
+from agents.cudaprobe import children, expectations, nvsmi, proc, strays
 from agents.cudaprobe.judge import reference as judge_reference
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
@@ -309,6 +309,22 @@ def driver_clocks_thermal(ctx):
 
 @check("driver.processes", "L1", "Other processes holding GPU memory", requires=["driver.version"])
 def driver_processes(ctx):
+    outcome = _gpu_processes(ctx)
+    found = strays.stray_workers(ctx.path("PROC_DIR", "/proc"))
+    if found and outcome.status in ("pass", "warn"):
+        # named, never ended: whose process it is and whether it may go is the operator's call
+        summary = "GPU worker(s) of an earlier cudaprobe agent still running, their agent gone: %s; they compute " \
+                  "and hold GPU memory with no one to read them (end them, e.g. kill %s, then validate again)" % (
+                      strays.describe(found), " ".join(str(s["pid"]) for s in found))
+        outcome.status = "warn"
+        outcome.summary = summary if outcome.summary.startswith("no compute process") else (
+            summary + "; " + outcome.summary)
+        outcome.signatures = ["stray_agent_worker"] + list(outcome.signatures)
+        outcome.metrics["stray_agent_workers"] = len(found)
+    return outcome
+
+
+def _gpu_processes(ctx):
     nvml = _nvml(ctx)
     if "error" not in nvml:
         apps = nvml["apps"]

@@ -9,7 +9,7 @@ import hashlib
 import os
 import time
 
-from agents.cudaprobe import activity, burnin, children, proc
+from agents.cudaprobe import activity, burnin, children, lifeline, proc
 from agents.cudaprobe.checks.driver import XID_LINE
 from agents.cudaprobe.checks.torch import cuda_device_count
 from agents.cudaprobe.judge import Findings, all_ok, reference, task_failure
@@ -57,6 +57,7 @@ def gpu_sustained(args):
         per_window = 1
         started = sampler.started
         while time.monotonic() - started < seconds:
+            lifeline.exit_if_orphaned()  # each ~1 s window: no burn-in runs on for an agent that died
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             begin.record()
             for _ in range(per_window):
@@ -102,6 +103,7 @@ def pattern_passes(torch, chunks, passes, seed, scratch=None, mismatches=None):
         for pattern in PATTERNS:
             bits = range(32) if pattern == "walking_ones" else (0,)
             for bit in bits:
+                lifeline.exit_if_orphaned()  # between patterns: a pass over 120 GiB takes a minute
                 base = 0
                 for chunk in chunks:
                     _fill(torch, chunk, pattern, base, seed + number, bit)
@@ -146,12 +148,13 @@ def gpu_memory_test(args):
     passes = int(args.get("passes", 2))
     seed = int(args.get("seed", 20))
     nv = handle = None
+    ecc_unread = None  # why ECC could not be read, said in the report rather than "unchanged"
     try:
         import pynvml as nv
         nv.nvmlInit()
         handle = nvml_sampler.gpu_handle(nv, torch, index)
-    except Exception:
-        nv = None
+    except Exception as exc:
+        nv, ecc_unread = None, "NVML unavailable in the worker (%s: %s)" % (type(exc).__name__, str(exc)[:200])
     ecc_before = nvml_sampler.ecc_counts(nv, handle) if nv else (None, None)
     scratch = torch.empty(chunk_words, dtype=torch.int32, device=index)
     entry = {"index": index, "passes": [], "mismatches": [], "activity": {"before": activity.snapshot(torch, index)}}
@@ -196,6 +199,8 @@ def gpu_memory_test(args):
     entry["activity"]["after"] = activity.snapshot(torch, index)
     ecc_after = nvml_sampler.ecc_counts(nv, handle) if nv else (None, None)
     entry["ecc"] = {"before": list(ecc_before), "after": list(ecc_after)}
+    if None in ecc_before + ecc_after:
+        entry["ecc"]["unread"] = ecc_unread or "NVML gave no volatile ECC count (ECC disabled, or not supported)"
     if nv:
         try:
             nv.nvmlShutdown()
@@ -235,9 +240,47 @@ def _training_step(torch, device, seed):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+# Integer operands in [-KNOWN_RANGE, KNOWN_RANGE]: each product is at most 225 and a sum of KNOWN_K of them stays
+# below 2^19, so every partial sum is an integer an fp32 accumulator holds exactly (to 2^24), in whatever order the
+# kernel adds (split-K included); TF32 holds the operands exactly too (integers to 2^11). The GPU's answer must then
+# equal, bit for bit, the same product computed in int64 on the CPU: a known answer, which a one-GPU host (nothing
+# to compare with) and a fault that repeats itself (the same wrong bits every time) both need.
+KNOWN_RANGE = 15
+KNOWN_N, KNOWN_K = 2048, 2048  # 2048 x 2048 outputs: 256 tiles of 128 x 128, more than an H200's 132 SMs
+
+
+def known_answer(torch, device, n, k, repeats, seed):
+    """{"matmul_int_fp32": [run, ...], "matmul_int_tf32": [...]}: each run {"wrong": elements that differ from the
+    exact answer} and, where some do, the first of them ({"row", "col", "found", "expected"})."""
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.randint(-KNOWN_RANGE, KNOWN_RANGE + 1, (n, k), generator=generator, dtype=torch.int64)
+    b = torch.randint(-KNOWN_RANGE, KNOWN_RANGE + 1, (k, n), generator=generator, dtype=torch.int64)
+    expected = torch.matmul(a, b)  # int64 on the CPU: exact
+    expected_bits = expected.to(torch.float32).view(torch.int32)  # exact too: every value is below 2^24
+    found_runs = {}
+    for name, tf32 in (("matmul_int_fp32", False), ("matmul_int_tf32", True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        gpu_a, gpu_b = a.to(device, torch.float32), b.to(device, torch.float32)
+        runs = []
+        for _ in range(repeats):
+            found = torch.matmul(gpu_a, gpu_b).cpu() + 0.0  # + 0.0: a sum of -0.0 products is zero, as int64's
+            wrong = (found.view(torch.int32) != expected_bits).view(-1)
+            run = {"wrong": int(wrong.sum())}
+            if run["wrong"]:
+                first = int(torch.argmax(wrong.to(torch.uint8)))
+                run["first"] = {"row": first // n, "col": first % n, "found": float(found.view(-1)[first]),
+                                "expected": int(expected.view(-1)[first])}
+            runs.append(run)
+        found_runs[name] = runs
+        del gpu_a, gpu_b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return found_runs
+
+
 @gpu_task
 def gpu_consistency(args):
-    """The same seeded matmuls (bf16, fp16, TF32, fp32) and training steps, `repeats` times: a digest of each."""
+    """The same seeded matmuls (bf16, fp16, TF32, fp32) and training steps, `repeats` times: a digest of each; and
+    integer matmuls whose exact answer is known, each compared with it (known_answer)."""
     import torch
 
     index = _own_gpu(torch)
@@ -259,6 +302,9 @@ def gpu_consistency(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     entry["digests"]["training_step"] = [digest(torch, _training_step(torch, index, 11))
                                          for _ in range(max(2, repeats // 2))]
+    entry["known_answer"] = known_answer(torch, index, int(args.get("known_n", KNOWN_N)),
+                                         int(args.get("known_k", KNOWN_K)), max(2, repeats // 2),
+                                         int(args.get("seed", 7)))
     return {"gpus": [entry]}
 
 
@@ -283,9 +329,11 @@ def _no_gpu(ctx):
 
 
 def kernel_xids(ctx):
-    """The kernel log's Xid lines now, or None where the log cannot be read."""
+    """The kernel log's Xid lines now, or None where the log cannot be read (why: ctx.facts["kernel_log_unread"])."""
     result = proc.run(["dmesg"], 10, env=ctx.environ)
     if result.missing or not result.ok:
+        ctx.facts["kernel_log_unread"] = "dmesg not found" if result.missing else "dmesg %s: %s" % (
+            "timed out" if result.timed_out else "exit %s" % result.returncode, result.combined()[:160] or "no output")
         return None
     return [line for line in result.stdout.splitlines() if XID_LINE.search(line)]
 
@@ -330,6 +378,9 @@ def stress_sustained(ctx):
     if not any(g["sampler"].get("xids") for g in gpus):  # NVML delivered none (or no events here): the kernel log
         for line in new_lines(before, after)[:10]:
             findings.add("fail", "Xid in the kernel log during the burn-in: %s" % line.strip()[:300], "xid_under_load")
+    log_unread = None if before is not None and after is not None else (
+        ctx.facts.get("kernel_log_unread") or "dmesg gave no log")
+    burnin.judge_xid_watch(findings, gpus, log_unread)
     metrics["burnin_seconds"] = seconds
     if sku is None:
         findings.add("pass", "no reference for %s: judged on its own series and its siblings" % model,
@@ -412,8 +463,21 @@ def judge_memory_test(ctx, gpus):
                          "began, no other process seen): the rest was not tested" % (
                              label, min(tested), g["total_gib"], g["free_gib_start"]), "memory_test_coverage_low")
     metrics["tested_gib"] = min(v for k, v in metrics.items() if k.startswith("tested_gib."))
-    return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), ECC unchanged" % (
-        len(gpus), metrics["tested_gib"]), metrics=metrics)
+    return findings.outcome("%d GPU(s): no mismatch over %.1f GiB each (worst GPU), %s" % (
+        len(gpus), metrics["tested_gib"], _ecc_said(gpus)), metrics=metrics)
+
+
+def _ecc_said(gpus):
+    """"ECC unchanged" only where both ECC counts were read before and after the test; elsewhere not read, and why."""
+    unread = {}
+    for g in gpus:
+        if None in g["ecc"]["before"] + g["ecc"]["after"]:
+            unread.setdefault(g["ecc"].get("unread") or "no ECC count recorded", []).append(str(g["index"]))
+    if not unread:
+        return "ECC unchanged"
+    said = "; ".join("ECC not read on GPU %s: %s" % (", ".join(indices), why) for why, indices in unread.items())
+    read = [str(g["index"]) for g in gpus if None not in g["ecc"]["before"] + g["ecc"]["after"]]
+    return ("ECC unchanged on GPU %s; " % ", ".join(read) if read else "") + said
 
 
 @check("stress.consistency", "L7", "Bitwise-identical results across repetitions and GPUs (silent data corruption)",
@@ -443,6 +507,15 @@ def judge_consistency(gpus):
             if len(set(digests)) > 1:
                 findings.add("fail", "GPU %s: %s gave %d different results over %d identical repetitions" % (
                     g["index"], name, len(set(digests)), len(digests)), "silent_data_corruption")
+    for g in gpus:
+        for name, runs in sorted((g.get("known_answer") or {}).items()):
+            wrong = [r for r in runs if r["wrong"]]
+            if wrong:
+                first = wrong[0]["first"]
+                findings.add("fail", "GPU %s: %s gave a wrong answer in %d of %d runs (%d element(s) differ from the "
+                             "exact integer product computed on the CPU; first at [%d, %d]: %s, expected %d)" % (
+                                 g["index"], name, len(wrong), len(runs), wrong[0]["wrong"], first["row"],
+                                 first["col"], _number(first["found"]), first["expected"]), "silent_data_corruption")
     groups = {}
     for g in gpus:
         groups.setdefault((g["name"], g["sm_count"]), []).append(g)
@@ -464,7 +537,19 @@ def judge_consistency(gpus):
         findings.note("GPU %s (%s): %s" % (g["index"], g["name"], ", ".join(
             "%s %s" % (name, g["digests"][name][0][:12]) for name in computations)))
     metrics["computations"] = len(computations)
-    return findings.outcome("%d GPU(s): %d computations bitwise identical across repetitions%s" % (
-        len(gpus), len(computations), " and GPUs" if len(gpus) > 1 else ""), metrics=metrics)
+    known = min((len(g.get("known_answer") or {}) for g in gpus), default=0)
+    metrics["known_answers"] = known
+    summary = "%d GPU(s): %d computations bitwise identical across repetitions%s" % (
+        len(gpus), len(computations), " and GPUs" if len(gpus) > 1 else "")
+    without = [str(g["index"]) for g in gpus if not g.get("known_answer")]
+    if without:  # a result from before the known answer (a replayed record): said, never implied
+        summary += "; no known-answer computation on GPU %s" % ", ".join(without)
+    else:
+        summary += "; %d integer matmuls equal to their exact answer, bit for bit" % known
+    return findings.outcome(summary, metrics=metrics)
+
+
+def _number(value):
+    return "%d" % value if float(value).is_integer() else repr(value)
 
 
