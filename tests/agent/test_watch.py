@@ -77,6 +77,18 @@ def test_the_watch_answers_within_three_seconds(scenario):
     assert report["verdict"] == "pass" and wall < 3.0, wall
 
 
+@pytest.mark.parametrize("env", [SMI_ENV, {"PYTHONPATH": str(REPO)}], ids=["nvml-off", "nvml-unavailable"])
+def test_the_watchs_nvidia_smi_reads_run_side_by_side(scenario, env):
+    """Each nvidia-smi answer takes 0.6 s here; the watch asks for eight (-L, -q twice, --query-gpu,
+    --query-compute-apps, topo -m, nvlink -s and -e): one after the other, 4.8 s."""
+    scenario.write("behaviour", "slow 0.6")
+    started = time.monotonic()
+    report, _ = run_agent(scenario, WATCH, env=env)
+    wall = time.monotonic() - started
+    assert report["verdict"] == "pass" and wall < 3.0, wall
+    assert "nvidia-smi" in check(report, "driver.version")["summary"]
+
+
 @pytest.mark.parametrize("env", [NVML_ENV, SMI_ENV], ids=["nvml", "nvidia-smi"])
 def test_an_application_xid_has_its_own_signature_on_its_gpu_by_uuid(scenario, env):
     append_dmesg(scenario, APP_XIDS_GPU0)
