@@ -217,3 +217,42 @@ def test_job_gpus_read_slurm_first_then_cuda_visible_devices():
     assert health.job_gpus({"CUDA_VISIBLE_DEVICES": "GPU-abc,1"}) == (
         "CUDA_VISIBLE_DEVICES", {"index": {1}, "uuid": {"GPU-abc"}})
     assert health.job_gpus({}) == (None, None)
+
+
+def _duration_s(text):
+    assert text.endswith("s") and text[:-1].isdigit(), text
+    return int(text[:-1])
+
+
+def test_the_readmes_npd_config_is_valid_for_npd_and_runs_the_command(scenario, tmp_path):
+    """The README's custom plugin monitor, held to NPD's own rules (pkg/custompluginmonitor/types: the fields it
+    reads, a permanent rule's condition among the defaults, a rule's timeout within the global one), then its rule
+    run as NPD would, with the zipapp at the path it names."""
+    from cudaweb.remote import bundle
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("node-problem-detector (a custom plugin monitor"):]
+    config = json.loads(section[section.index("```json") + 7:section.index("```", section.index("```json") + 7)])
+    assert set(config) <= {"plugin", "pluginConfig", "source", "conditions", "rules", "metricsReporting"}
+    assert config["plugin"] == "custom"
+    global_config = config["pluginConfig"]
+    assert set(global_config) <= {"invoke_interval", "timeout", "max_output_length", "concurrency",
+                                  "enable_message_change_based_condition_update", "skip_initial_status"}
+    assert global_config["max_output_length"] == health.NPD_MAX_OUTPUT
+    [rule] = config["rules"]
+    assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
+    assert rule["type"] == "permanent" and rule["condition"] in {c["type"] for c in config["conditions"]}
+    assert _duration_s(rule["timeout"]) <= _duration_s(global_config["timeout"])
+    payload, _ = bundle.build()
+    zipapp = tmp_path / "cudaprobe.pyz"
+    zipapp.write_bytes(payload)
+    args = [str(zipapp) if arg.endswith("cudaprobe.pyz") else arg for arg in rule["args"]]
+    assert rule["path"].endswith("python3")
+    ecc_on(scenario, 0)
+    env = dict(scenario.env, PATH="%s:/usr/bin:/bin" % FAKE_BIN, PYTHONPATH=str(TESTS / "fakes" / "pynvml_replay"),
+               CUDAPROBE_BYTECODE_CACHE="off", HOME=os.environ.get("HOME", "/root"))
+    done = subprocess.run([sys.executable] + args, env=env, capture_output=True, text=True,
+                          timeout=_duration_s(rule["timeout"]))
+    assert done.returncode == 1  # NonOK
+    assert len(done.stdout.rstrip("\n")) <= global_config["max_output_length"]
+    assert done.stdout.startswith("ecc_uncorrected: GPU 0")
