@@ -209,3 +209,11 @@ def test_the_watch_is_listed_as_a_mode():
 
     assert "watch" in build_parser().format_help()
     assert re.search(r"watch: the light look", build_parser().format_help())
+
+
+def test_every_recovery_action_selects_the_gpu_hardware_playbook():
+    from agents.cudaprobe.checks.driver import RECOVERY_SIGNATURES
+    from cudaweb.playbooks.library import load
+
+    given = set(RECOVERY_SIGNATURES.values()) | {"gpu_recovery_other"}
+    assert given - set(load()["gpu_hardware"].signatures) == set()
