@@ -217,3 +217,12 @@ def test_every_recovery_action_selects_the_gpu_hardware_playbook():
 
     given = set(RECOVERY_SIGNATURES.values()) | {"gpu_recovery_other"}
     assert given - set(load()["gpu_hardware"].signatures) == set()
+
+
+def test_a_gpu_whose_fabric_training_has_not_finished_is_named_by_its_uuid(scenario):
+    """fabric.nvswitch names the GPU by its PCI address in its summary; the watch turns it into the GPU's UUID."""
+    _second_gpu_q(scenario, "        State                                          : Completed",
+                  "        State                                          : In Progress")
+    result = check(run_agent(scenario, WATCH, env=SMI_ENV)[0], "fabric.nvswitch")
+    assert result["status"] == "warn" and result["signatures"] == ["fabric_in_progress"]
+    assert [(g["index"], g["uuid"]) for g in result["gpus"]] == [(1, uuids(scenario)[1])]
