@@ -256,3 +256,13 @@ def test_the_readmes_npd_config_is_valid_for_npd_and_runs_the_command(scenario, 
     assert done.returncode == 1  # NonOK
     assert len(done.stdout.rstrip("\n")) <= global_config["max_output_length"]
     assert done.stdout.startswith("ecc_uncorrected: GPU 0")
+
+
+def test_prolog_leaves_out_a_gpu_whose_compute_mode_forbids_work_when_the_job_has_another(scenario):
+    rows = (scenario.root / "query.csv").read_text().splitlines()
+    rows[2] = rows[2].replace("Default, Enabled, Enabled", "Prohibited, Enabled, Enabled")
+    scenario.write("query.csv", "\n".join(rows) + "\n")
+    done, _ = run_health(scenario, "--prolog", env={"SLURM_JOB_GPUS": "0"})
+    assert done.returncode == 0, done.stdout
+    done, _ = run_health(scenario, "--prolog", env={"SLURM_JOB_GPUS": "1"})
+    assert done.returncode == 1 and done.stdout.startswith("cudaweb health: compute_mode_prohibited:")

@@ -196,22 +196,28 @@ def driver_gpu_state(ctx):
     metrics = {"gpu_count": len(rows)}
     if mig:
         evidence += "\nMIG mode enabled on GPU %s" % ",".join(mig)
+    def on(gpus, status, signature, what):
+        return [gpu_identity.finding(gpu_identity.by_index(ctx, int(i)), status, [signature], what) for i in gpus]
+
     if prohibited:
         return failed("compute mode PROHIBITED on GPU %s: no process may create a context" % ",".join(prohibited),
-                      evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"])
+                      evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"],
+                      gpus=on(prohibited, "fail", "compute_mode_prohibited", "compute mode PROHIBITED"))
     if mig:
         return warned("MIG is enabled on GPU %s: this agent validates whole GPUs, so L4-L6 are skipped; validate "
                       "the MIG instances with a workload pinned to each, or disable MIG (nvidia-smi -i N -mig 0, "
                       "then reset the GPU) to validate the GPU" % ",".join(mig), evidence=evidence, metrics=metrics,
-                      signatures=["mig_enabled"])
+                      signatures=["mig_enabled"], gpus=on(mig, "warn", "mig_enabled", "MIG enabled"))
     if exclusive:
         return warned("compute mode EXCLUSIVE_PROCESS on GPU %s: a second process on the same GPU fails with "
                       "'busy or unavailable'" % ",".join(exclusive), evidence=evidence, metrics=metrics,
-                      signatures=["compute_mode_exclusive"])
+                      signatures=["compute_mode_exclusive"],
+                      gpus=on(exclusive, "warn", "compute_mode_exclusive", "compute mode EXCLUSIVE_PROCESS"))
     if no_persistence:
         return warned("persistence mode off on GPU %s: every first CUDA call pays driver initialisation"
                       % ",".join(no_persistence), evidence=evidence, metrics=metrics,
-                      signatures=["persistence_mode_off"])
+                      signatures=["persistence_mode_off"],
+                      gpus=on(no_persistence, "warn", "persistence_mode_off", "persistence mode off"))
     return passed("%d GPU(s) in Default compute mode, persistence on" % len(rows), evidence=evidence,
                   metrics=metrics)
 
