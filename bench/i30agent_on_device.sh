@@ -47,6 +47,12 @@ r = json.load(open(sys.argv[1]))
 x = [c for c in r["checks"] if c["id"] == "driver.xid"][0]
 print("driver.xid:", x["status"], x["signatures"], x["summary"][:200])
 print("per GPU:", json.dumps(x.get("gpus", [])))' "$out/h200-gpus1-watch-xid-application.json" >> "$results" 2>&1
+t0=$(ms); timeout 30 $py -m agents.cudaprobe --mode watch --json > "$work/watch-fault-nosince.json" 2>/dev/null; rc=$?; t1=$(ms)
+say "watch after the fault (no --since): rc=$rc wall_ms=$((t1 - t0))"
+$py -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+x = [c for c in r["checks"] if c["id"] == "driver.xid"][0]
+print("driver.xid (no --since):", x["status"], x["signatures"], x["summary"][:200])' "$work/watch-fault-nosince.json" >> "$results" 2>&1
 for flags in "" "--npd" "--since $since"; do
   t0=$(ms); line=$(timeout 60 $py -m agents.cudaprobe health $flags 2>&1); rc=$?; t1=$(ms)
   say "health $flags after the fault: rc=$rc wall_ms=$((t1 - t0)) said: $line"
