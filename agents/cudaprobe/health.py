@@ -52,6 +52,8 @@ def build_parser():
     parser.add_argument("--json", action="store_true", help="print the watch report (JSON) instead of one line")
     parser.add_argument("--node", help="this node's name for Slurm and the dashboard (default: SLURMD_NODENAME, "
                         "else the short host name)")
+    parser.add_argument("--dashboard-node", metavar="NAME", help="this node's name in the dashboard, where it is not "
+                        "its Slurm name (default: --node's)")
     parser.add_argument("--dashboard", metavar="URL", default=os.environ.get("CUDAWEB_URL"),
                         help="the cudaweb dashboard to report to (default: CUDAWEB_URL)")
     parser.add_argument("--token-file", help="file holding the API token (default: the CUDAWEB_TOKEN variable)")
@@ -212,7 +214,7 @@ def main(argv=None, environ=None):
     if args.prolog:
         message += " (%s)" % ("GPUs of %s=%s" % (gpu_variable, environ[gpu_variable]) if gpu_variable
                               else "no job GPUs named: every GPU")
-    posting = start_report(report_to, token, node, report) if report_to else None
+    posting = start_report(report_to, token, args.dashboard_node or node, report) if report_to else None
     notes = []
     if args.slurm and code == UNHEALTHY:
         notes.append(drain(args.scontrol, node, message, scontrol_timeout)[1])

@@ -181,6 +181,13 @@ def test_the_token_and_url_may_come_from_the_environment(scenario, dashboard):
     assert [(p, a) for p, a, _, _ in Dashboard.received] == [("/api/v1/nodes/gpu-08/watch-report/", "Bearer t0k")]
 
 
+def test_the_dashboard_may_know_the_node_by_another_name_than_slurm(scenario, dashboard):
+    done, _ = run_health(scenario, "--node", "gpu-fake-01", "--dashboard-node", "gpu-0042.cluster",
+                         env={"CUDAWEB_URL": dashboard, "CUDAWEB_TOKEN": "t0k"})
+    assert done.returncode == 0
+    assert [p for p, _, _, _ in Dashboard.received] == ["/api/v1/nodes/gpu-0042.cluster/watch-report/"]
+
+
 def test_without_a_token_nothing_is_posted(scenario, dashboard):
     done, _ = run_health(scenario, "--dashboard", dashboard)
     assert done.returncode == 0 and Dashboard.received == []
