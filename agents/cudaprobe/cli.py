@@ -1,4 +1,6 @@
-"""Command line: python -m agents.cudaprobe [--mode quick|standard|full] [--json] [--only ...] [--skip ...]."""
+"""Command line: python -m agents.cudaprobe [--mode quick|standard|full|burnin|watch] [--json] [--only ...]
+[--skip ...], and python -m agents.cudaprobe health [...] (agents.cudaprobe.health: the node-local health check for
+Slurm and node-problem-detector)."""
 
 import argparse
 import json
@@ -6,10 +8,10 @@ import os
 import sys
 import threading
 
-from agents.cudaprobe import AGENT_VERSION, children, proc
+from agents.cudaprobe import AGENT_VERSION, children, gpu_identity, proc, readahead
 from agents.cudaprobe.engine import Context, record_of, run_checks, select
 from agents.cudaprobe.model import LAYERS, SKIP
-from agents.cudaprobe.registry import MODES, load_all
+from agents.cudaprobe.registry import ALL_MODES, WATCH, load_all
 from agents.cudaprobe.render import render_table
 
 
@@ -32,9 +34,10 @@ def _json_object(value):
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="cudaprobe", description="Layered validation of a GPU node.")
-    parser.add_argument("--mode", choices=MODES, default="quick",
+    parser.add_argument("--mode", choices=ALL_MODES, default="quick",
                         help="quick: L0-L4 without benchmarks; standard: everything, short benchmarks; full: longer; "
-                        "burnin: full, then L7 stress (sustained load, memory patterns, silent-corruption checks)")
+                        "burnin: full, then L7 stress (sustained load, memory patterns, silent-corruption checks); "
+                        "watch: the light look between validations (L0-L1 and the fabric, no torch, about a second)")
     parser.add_argument("--burnin-seconds", type=int, default=300, metavar="N",
                         help="burnin: seconds of sustained load (L7 stress.sustained); default 300")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (progress goes to stderr)")
@@ -104,7 +107,32 @@ def prestart_workers(ctx, chosen):
         children.train_pool(ctx).start([0])
 
 
+def start_watch(ctx):
+    """A watch imports no torch and starts no GPU worker: the workers' bytecode cache and its compile ahead are
+    not for it; its driver reads start side by side (readahead.py)."""
+    ctx.bytecode = {"off": "a watch starts no torch"}
+    readahead.start(ctx)
+
+
+def run_report(chosen, ctx, events=None):
+    """The report of the chosen checks (what main and the health command share)."""
+    if ctx.report_mode == WATCH:
+        start_watch(ctx)
+    try:
+        report = run_checks(chosen, ctx, events=events)
+    finally:
+        if ctx.report_mode == WATCH:
+            readahead.stop()
+    if ctx.report_mode == WATCH:
+        gpu_identity.attribute(report, ctx)  # every finding of a watch is an event keyed by GPU where it names one
+    return report
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["health"]:
+        from agents.cudaprobe import health  # only the health command needs it
+        return health.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     specs = load_all()
@@ -140,7 +168,7 @@ def main(argv=None):
     if args.record:
         ctx.records = []
     prestart_workers(ctx, chosen)
-    report = run_checks(chosen, ctx, events=sys.stderr if args.json else None)
+    report = run_report(chosen, ctx, events=sys.stderr if args.json else None)
     if args.only:
         add_not_selected(report, specs, chosen, args.mode, args.only)
     if args.record:

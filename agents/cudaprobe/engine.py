@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from agents.cudaprobe import AGENT_VERSION, REPORT_SCHEMA, cudaenv, precompile
 from agents.cudaprobe.model import ERROR, FAIL, LAYERS, PASS, SKIP, WARN, Outcome, bounded
 
+MAX_GPU_FINDINGS = 64  # per check; the schema's bound (a node has at most a few dozen GPUs)
 GATING_LAYERS = ("L0", "L1", "L2", "L3", "L4", "L5", "L6", "L7")
 
 
@@ -145,6 +146,8 @@ def _run_one(spec, ctx):
         "signatures": outcome.signatures,
         "blocked_by": blocker or (outcome.blocked_by if outcome.status == SKIP else None),
     }
+    if getattr(outcome, "gpus", None):
+        result["gpus"] = outcome.gpus[:MAX_GPU_FINDINGS]
     if isinstance(outcome.details, dict) and outcome.details.get("series"):
         result["series"] = outcome.details["series"]  # the burn-in's downsampled series, for the run page
     if len(ctx.task_timings) > first_task:

@@ -18,7 +18,8 @@ def bounded(text, cap=EVIDENCE_CAP):
 class Outcome:
     """What a check function returns; the engine adds id, layer, title, timing and blocking."""
 
-    def __init__(self, status, summary, metrics=None, evidence="", signatures=(), details=None, blocked_by=None):
+    def __init__(self, status, summary, metrics=None, evidence="", signatures=(), details=None, blocked_by=None,
+                 gpus=None):
         assert status in STATUSES, status
         self.status = status
         self.summary = summary
@@ -27,6 +28,7 @@ class Outcome:
         self.signatures = list(signatures)
         self.details = details
         self.blocked_by = blocked_by  # a skip caused by another check's finding: the checks above skip too
+        self.gpus = list(gpus or [])  # per-GPU findings (gpu_identity.finding): which GPU, by UUID, said what
 
 
 def passed(summary, **kw):

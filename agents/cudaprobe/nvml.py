@@ -3,7 +3,8 @@
 Run as a child (`python -m agents.cudaprobe.nvml`) so that a hung driver call is killed under the
 check's budget like any other. It prints one JSON object: the driver and CUDA versions, one row per
 GPU keyed like `nvidia-smi --query-gpu` (values as nvidia-smi prints them, "[N/A]" where a query is
-not supported), the `-q` facts (VBIOS, remapped rows) and the compute processes. When pynvml is
+not supported), the `-q` facts (VBIOS, remapped rows, the driver's recovery action) and the compute processes
+(with the UUID of the GPU each runs on). When pynvml is
 missing or NVML cannot start, it prints {"error": ...} and the agent falls back to nvidia-smi.
 """
 
@@ -11,6 +12,11 @@ import json
 import sys
 
 NA = "[N/A]"
+# NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (nvml.h, drivers R570 and later): what the driver says a faulted GPU needs,
+# a nvmlDeviceGpuRecoveryAction_t, named as nvidia-smi -q prints it ("GPU Recovery Action : None")
+FIELD_RECOVERY_ACTION = 230
+RECOVERY_ACTIONS = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset",
+                    5: "Recover IMEX Domain", 6: "Bus Reset", 7: "System Reboot"}
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
@@ -32,6 +38,18 @@ def _memory(nv, h):
         return nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
     except Exception:
         return nv.nvmlDeviceGetMemoryInfo(h)
+
+
+def _recovery_action(nv, handle):
+    """The driver's recovery action for this GPU, or NA where the driver or the bindings do not have it."""
+    try:
+        value = nv.nvmlDeviceGetFieldValues(handle, [FIELD_RECOVERY_ACTION])[0]
+    except Exception:
+        return NA
+    if value.nvmlReturn != 0:
+        return NA
+    code = int(value.value.uiVal)
+    return RECOVERY_ACTIONS.get(code, "Unknown (%d)" % code)
 
 
 def _gpu(nv, index):
@@ -66,7 +84,8 @@ def _gpu(nv, index):
         "clocks_event_reasons.active": _get(reasons, h, fmt=lambda v: "0x%016x" % v),
     }
     q = {"bus_id": row["pci.bus_id"], "name": row["name"], "vbios": _get(nv.nvmlDeviceGetVbiosVersion, h),
-         "mig_mode": _get(lambda: nv.nvmlDeviceGetMigMode(h)[0], fmt=enabled)}
+         "mig_mode": _get(lambda: nv.nvmlDeviceGetMigMode(h)[0], fmt=enabled),
+         "recovery_action": _recovery_action(nv, h)}
     remap = _get(nv.nvmlDeviceGetRemappedRows, h, fmt=list)
     if remap != NA:
         correctable, uncorrectable, pending, failure = remap[:4]
@@ -76,7 +95,7 @@ def _gpu(nv, index):
     try:
         for app in nv.nvmlDeviceGetComputeRunningProcesses(h):
             used = app.usedGpuMemory
-            apps.append({"pid": str(app.pid), "process_name": NA,
+            apps.append({"pid": str(app.pid), "process_name": NA, "gpu_uuid": row["uuid"],
                          "used_gpu_memory": NA if used is None else "%d MiB" % (used // 2**20)})
     except Exception:
         pass

@@ -10,7 +10,7 @@ QUERY_FIELDS = (
     "pcie.link.width.current,pcie.link.width.max,compute_mode,persistence_mode,ecc.mode.current,"
     "ecc.errors.uncorrected.volatile.total,retired_pages.pending,clocks_event_reasons.active"
 )
-APPS_FIELDS = "pid,process_name,used_gpu_memory"
+APPS_FIELDS = "pid,process_name,used_gpu_memory,gpu_uuid"
 
 DRIVER_MESSAGES = (
     ("couldn't communicate with the nvidia driver", "driver_unreachable"),
@@ -92,6 +92,7 @@ def parse_query_text(text):
             ("vbios", r"VBIOS Version\s*:\s*(.+)"),
             ("performance_state", r"Performance State\s*:\s*(\S+)"),
             ("mig_mode", r"MIG Mode\s*\n\s*Current\s*:\s*(\S+)"),
+            ("recovery_action", r"GPU Recovery Action\s*:\s*(.+)"),
         ):
             match = re.search(pattern, block)
             if match:

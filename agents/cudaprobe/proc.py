@@ -7,6 +7,7 @@ import time
 
 OUTPUT_CAP = 256 * 1024
 RUNNING = set()  # the children of run() in flight, so that an agent told to stop can end them (kill_all)
+AHEAD = {}  # tuple(argv) -> Future of a run started ahead of the check that asks for it (readahead.py)
 
 
 class CommandResult:
@@ -48,7 +49,15 @@ def kill_all():
 
 
 def run(argv, timeout, env=None, cwd=None):
-    """Run argv with a wall-clock budget; children are killed with it on timeout."""
+    """Run argv with a wall-clock budget; children are killed with it on timeout. A command started ahead
+    (readahead.py) answers with that run's result."""
+    ahead = AHEAD.get(tuple(argv))
+    if ahead is not None:
+        return ahead.result()
+    return run_now(argv, timeout, env, cwd)
+
+
+def run_now(argv, timeout, env=None, cwd=None):
     started = time.monotonic()
     try:
         popen = subprocess.Popen(

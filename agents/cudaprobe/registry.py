@@ -11,7 +11,10 @@ import pkgutil
 from agents.cudaprobe.model import LAYERS
 
 CHECKS = []
-MODES = ("quick", "standard", "full", "burnin")
+MODES = ("quick", "standard", "full", "burnin")  # a check runs in these unless it says otherwise
+WATCH = "watch"  # the light watch between validations (issue 30): L0-L1 and the fabric, no torch; checks opt in
+ALL_MODES = MODES + (WATCH,)
+IN_WATCH_TOO = ALL_MODES  # modes= of a check that the watch runs as well
 CHECKS_PACKAGE = "agents.cudaprobe.checks"
 
 

@@ -20,7 +20,7 @@ class SlurmUnavailable(Exception):
 
 
 class SlurmCluster:
-    def __init__(self, node_name="gpu-fake-01"):
+    def __init__(self, node_name="gpu-fake-01", extra_conf=None):
         missing = [b for b in BINARIES if not os.path.exists(b)]
         if missing:
             raise SlurmUnavailable("%s missing: make test installs Debian's slurm-wlm and munge" % ", ".join(missing))
@@ -28,6 +28,7 @@ class SlurmCluster:
             raise SlurmUnavailable("slurmd needs root to start (it runs jobs as their users); this is uid %d"
                                    % os.geteuid())
         self.node_name = node_name
+        self.extra_conf = extra_conf  # a function of the cluster's directory: more slurm.conf lines (a health check)
         self.dir = Path(tempfile.mkdtemp(prefix="cudaweb-slurm-"))
         self.processes = []
         self.conf = self.dir / "slurm.conf"
@@ -61,7 +62,8 @@ class SlurmCluster:
             "SchedulerType=sched/builtin", "SelectType=select/linear", "MpiDefault=none", "ReturnToService=2",
             "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN"
             % (self.node_name, host),
-            "PartitionName=gpu Nodes=%s Default=YES State=UP" % self.node_name, ""]))
+            "PartitionName=gpu Nodes=%s Default=YES State=UP" % self.node_name]
+            + (list(self.extra_conf(d)) if self.extra_conf else []) + [""]))
         self._spawn("slurmctld", ["/usr/sbin/slurmctld", "-D", "-i"])
         self._spawn("slurmd", ["/usr/sbin/slurmd", "-D", "-N", self.node_name])
         self._wait(lambda: "State=IDLE" in self.show_node(check=False), "the node to register as IDLE", 60)

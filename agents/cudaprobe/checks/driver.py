@@ -6,10 +6,10 @@ import re
 import sys
 from datetime import datetime
 
-from agents.cudaprobe import children, expectations, nvsmi, proc, strays
+from agents.cudaprobe import children, expectations, gpu_identity, nvsmi, proc, strays
 from agents.cudaprobe.judge import reference as judge_reference
 from agents.cudaprobe.model import failed, passed, skipped, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import IN_WATCH_TOO, check
 
 # Xid codes that mean the hardware or its memory needs attention (NVIDIA's Xid catalogue).
 CRITICAL_XIDS = {
@@ -25,6 +25,7 @@ CRITICAL_XIDS = {
     95: "uncontained ECC error",
     119: "GSP RPC timeout",
     120: "GSP error",
+    154: "the driver changed the GPU's recovery action (a reset or a reboot is needed)",
 }
 # Raised by faulting applications; worth a look, not a reason to pull the node.
 APPLICATION_XIDS = {13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
@@ -56,7 +57,7 @@ def _smi_failure(result, what):
                   evidence=result.combined(), signatures=[signature])
 
 
-@check("driver.nvidia_smi", "L1", "nvidia-smi lists the GPUs", budget_s=15)
+@check("driver.nvidia_smi", "L1", "nvidia-smi lists the GPUs", budget_s=15, modes=IN_WATCH_TOO)
 def driver_nvidia_smi(ctx):
     result = _smi(ctx, ["-L"])
     if not result.ok:
@@ -92,7 +93,8 @@ def _nvml(ctx):
     return ctx.facts["nvml"]
 
 
-@check("driver.version", "L1", "Driver version and the CUDA version it supports", requires=["driver.nvidia_smi"])
+@check("driver.version", "L1", "Driver version and the CUDA version it supports", requires=["driver.nvidia_smi"],
+       modes=IN_WATCH_TOO)
 def driver_version(ctx):
     nvml = _nvml(ctx)
     if nvml.get("error") == "nvml_hang":
@@ -129,7 +131,7 @@ def driver_version(ctx):
                   evidence="Driver Version: %s\nCUDA Version: %s\nsource: %s" % (driver, cuda, source))
 
 
-@check("driver.kernel_modules", "L1", "Kernel modules nvidia and nvidia_uvm loaded")
+@check("driver.kernel_modules", "L1", "Kernel modules nvidia and nvidia_uvm loaded", modes=IN_WATCH_TOO)
 def driver_kernel_modules(ctx):
     path = ctx.path("PROC_MODULES", "/proc/modules")
     try:
@@ -148,7 +150,7 @@ def driver_kernel_modules(ctx):
     return passed("loaded: %s" % ", ".join(present), evidence=evidence)
 
 
-@check("driver.device_nodes", "L1", "/dev/nvidia* present and accessible")
+@check("driver.device_nodes", "L1", "/dev/nvidia* present and accessible", modes=IN_WATCH_TOO)
 def driver_device_nodes(ctx):
     dev = ctx.path("DEV_DIR", "/dev")
     try:
@@ -179,7 +181,7 @@ def _row_line(row, keys):
     return "GPU %s: " % row.get("index") + ", ".join("%s=%s" % (k, row.get(k)) for k in keys)
 
 
-@check("driver.gpu_state", "L1", "Persistence and compute mode", requires=["driver.version"])
+@check("driver.gpu_state", "L1", "Persistence and compute mode", requires=["driver.version"], modes=IN_WATCH_TOO)
 def driver_gpu_state(ctx):
     rows = _rows(ctx)
     keys = ("name", "compute_mode", "persistence_mode", "memory.total")
@@ -194,67 +196,122 @@ def driver_gpu_state(ctx):
     metrics = {"gpu_count": len(rows)}
     if mig:
         evidence += "\nMIG mode enabled on GPU %s" % ",".join(mig)
+    def on(gpus, status, signature, what):
+        return [gpu_identity.finding(gpu_identity.by_index(ctx, int(i)), status, [signature], what) for i in gpus]
+
     if prohibited:
         return failed("compute mode PROHIBITED on GPU %s: no process may create a context" % ",".join(prohibited),
-                      evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"])
+                      evidence=evidence, metrics=metrics, signatures=["compute_mode_prohibited"],
+                      gpus=on(prohibited, "fail", "compute_mode_prohibited", "compute mode PROHIBITED"))
     if mig:
         return warned("MIG is enabled on GPU %s: this agent validates whole GPUs, so L4-L6 are skipped; validate "
                       "the MIG instances with a workload pinned to each, or disable MIG (nvidia-smi -i N -mig 0, "
                       "then reset the GPU) to validate the GPU" % ",".join(mig), evidence=evidence, metrics=metrics,
-                      signatures=["mig_enabled"])
+                      signatures=["mig_enabled"], gpus=on(mig, "warn", "mig_enabled", "MIG enabled"))
     if exclusive:
         return warned("compute mode EXCLUSIVE_PROCESS on GPU %s: a second process on the same GPU fails with "
                       "'busy or unavailable'" % ",".join(exclusive), evidence=evidence, metrics=metrics,
-                      signatures=["compute_mode_exclusive"])
+                      signatures=["compute_mode_exclusive"],
+                      gpus=on(exclusive, "warn", "compute_mode_exclusive", "compute mode EXCLUSIVE_PROCESS"))
     if no_persistence:
         return warned("persistence mode off on GPU %s: every first CUDA call pays driver initialisation"
                       % ",".join(no_persistence), evidence=evidence, metrics=metrics,
-                      signatures=["persistence_mode_off"])
+                      signatures=["persistence_mode_off"],
+                      gpus=on(no_persistence, "warn", "persistence_mode_off", "persistence mode off"))
     return passed("%d GPU(s) in Default compute mode, persistence on" % len(rows), evidence=evidence,
                   metrics=metrics)
 
 
-@check("driver.gpu_health", "L1", "ECC errors and remapped rows", requires=["driver.version"])
+@check("driver.gpu_health", "L1", "ECC errors and remapped rows", requires=["driver.version"], modes=IN_WATCH_TOO)
 def driver_gpu_health(ctx):
     rows = _rows(ctx)
     smi_gpus = (ctx.facts.get("smi_q") or {}).get("gpus", [])
-    lines, fails, warns, signatures = [], [], [], []
+    lines, fails, warns, signatures, per_gpu = [], [], [], [], []
     total_uncorrected = 0
+
+    def found(gpu, status, problem, signature, messages):
+        messages.append(problem)
+        signatures.append(signature)
+        per_gpu.append(gpu_identity.finding(gpu, status, [signature], problem))
+
     for row in rows:
         uncorrected = nvsmi.numeric(row, "ecc.errors.uncorrected.volatile.total") or 0
         total_uncorrected += uncorrected
+        gpu = gpu_identity.by_index(ctx, int(row["index"])) if str(row.get("index", "")).isdigit() else {}
         lines.append(_row_line(row, ("ecc.mode.current", "ecc.errors.uncorrected.volatile.total",
                                      "retired_pages.pending")))
         if uncorrected:
-            fails.append("GPU %s: %d uncorrected ECC errors since boot" % (row["index"], uncorrected))
-            signatures.append("ecc_uncorrected")
+            found(gpu, "fail", "GPU %s: %d uncorrected ECC errors since boot" % (row["index"], uncorrected),
+                  "ecc_uncorrected", fails)
         if row.get("retired_pages.pending", "").lower() == "yes":
-            fails.append("GPU %s: page retirement pending (reset the GPU)" % row["index"])
-            signatures.append("retired_pages_pending")
-    for index, gpu in enumerate(smi_gpus):
+            found(gpu, "fail", "GPU %s: page retirement pending (reset the GPU)" % row["index"],
+                  "retired_pages_pending", fails)
+    for index, q in enumerate(smi_gpus):
+        # -q lists the GPUs by bus id in index order; the bus id names the GPU where the rows have it
+        gpu = gpu_identity.by_bus(ctx, q.get("bus_id"))
+        if gpu.get("index") is None:
+            gpu = dict(gpu_identity.by_index(ctx, index), bus_id=q.get("bus_id"))
         lines.append("GPU %s remapped rows: correctable=%s uncorrectable=%s pending=%s failure=%s" % (
-            gpu.get("bus_id"), gpu.get("remap_correctable"), gpu.get("remap_uncorrectable"),
-            gpu.get("remap_pending"), gpu.get("remap_failure")))
-        if gpu.get("remap_failure", "").lower() == "yes":
-            fails.append("GPU %d: row remapping failed (memory cannot be repaired)" % index)
-            signatures.append("row_remap_failure")
-        if gpu.get("remap_pending", "").lower() == "yes":
-            fails.append("GPU %d: row remap pending, needs a GPU reset" % index)
-            signatures.append("row_remap_pending")
-        uncorrectable = nvsmi._number(gpu.get("remap_uncorrectable", "") or "") or 0
+            q.get("bus_id"), q.get("remap_correctable"), q.get("remap_uncorrectable"),
+            q.get("remap_pending"), q.get("remap_failure")))
+        if q.get("remap_failure", "").lower() == "yes":
+            found(gpu, "fail", "GPU %d: row remapping failed (memory cannot be repaired)" % index,
+                  "row_remap_failure", fails)
+        if q.get("remap_pending", "").lower() == "yes":
+            found(gpu, "fail", "GPU %d: row remap pending, needs a GPU reset" % index, "row_remap_pending", fails)
+        uncorrectable = nvsmi._number(q.get("remap_uncorrectable", "") or "") or 0
         if uncorrectable:
-            warns.append("GPU %d: %d rows remapped for uncorrectable errors" % (index, uncorrectable))
-            signatures.append("row_remap_uncorrectable")
+            found(gpu, "warn", "GPU %d: %d rows remapped for uncorrectable errors" % (index, uncorrectable),
+                  "row_remap_uncorrectable", warns)
     metrics = {"ecc_uncorrected_volatile": total_uncorrected}
     evidence = "\n".join(lines)
+    gpus = gpu_identity.merge(per_gpu)
     if fails:
-        return failed("; ".join(fails + warns), evidence=evidence, metrics=metrics, signatures=signatures)
+        return failed("; ".join(fails + warns), evidence=evidence, metrics=metrics, signatures=signatures, gpus=gpus)
     if warns:
-        return warned("; ".join(warns), evidence=evidence, metrics=metrics, signatures=signatures)
+        return warned("; ".join(warns), evidence=evidence, metrics=metrics, signatures=signatures, gpus=gpus)
     return passed("no uncorrected ECC errors, no pending or failed row remaps", evidence=evidence, metrics=metrics)
 
 
-@check("driver.pcie_link", "L1", "PCIe link generation and width", requires=["driver.version"])
+# What the driver says a faulted GPU needs (nvmlDeviceGpuRecoveryAction_t, as nvidia-smi -q prints it): NVIDIA's
+# "Error Recovery and Response Flags" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt). None: usable as it is.
+RECOVERY_SIGNATURES = {"reset": "gpu_recovery_reset", "drain and reset": "gpu_recovery_reset",
+                       "bus reset": "gpu_recovery_reset", "reboot": "gpu_recovery_reboot",
+                       "system reboot": "gpu_recovery_reboot", "drain p2p": "gpu_recovery_drain_p2p",
+                       "recover imex domain": "gpu_recovery_imex"}
+NO_RECOVERY_READ = ("", "[n/a]", "n/a", "not supported")
+
+
+@check("driver.recovery_action", "L1", "The driver's recovery action for each GPU (reset, reboot)",
+       requires=["driver.version"], modes=IN_WATCH_TOO)
+def driver_recovery_action(ctx):
+    smi_gpus = (ctx.facts.get("smi_q") or {}).get("gpus", [])
+    read = [(index, q) for index, q in enumerate(smi_gpus)
+            if (q.get("recovery_action") or "").strip().lower() not in NO_RECOVERY_READ]
+    if not read:
+        return passed("this driver does not report a recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, drivers "
+                      "R570 and later): nothing to read")
+    lines, problems, signatures, per_gpu = [], [], [], []
+    for index, q in read:
+        action = q["recovery_action"].strip()
+        lines.append("GPU %d (%s): recovery action %s" % (index, q.get("bus_id"), action))
+        if action.lower() == "none":
+            continue
+        gpu = gpu_identity.by_bus(ctx, q.get("bus_id"))
+        if gpu.get("index") is None:
+            gpu = dict(gpu_identity.by_index(ctx, index), bus_id=q.get("bus_id"))
+        signature = RECOVERY_SIGNATURES.get(action.lower(), "gpu_recovery_other")
+        problem = "GPU %d: the driver asks for %s before the GPU is used again" % (index, action)
+        problems.append(problem)
+        signatures.append(signature)
+        per_gpu.append(gpu_identity.finding(gpu, "fail", [signature], problem))
+    evidence = "\n".join(lines)
+    if problems:
+        return failed("; ".join(problems), evidence=evidence, signatures=sorted(set(signatures)), gpus=per_gpu)
+    return passed("%d GPU(s): recovery action None" % len(read), evidence=evidence)
+
+
+@check("driver.pcie_link", "L1", "PCIe link generation and width", requires=["driver.version"], modes=IN_WATCH_TOO)
 def driver_pcie_link(ctx):
     rows = _rows(ctx)
     keys = ("pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max")
@@ -282,12 +339,13 @@ def driver_pcie_link(ctx):
     return passed("every link at its maximum generation and width", evidence=evidence, metrics=metrics)
 
 
-@check("driver.clocks_thermal", "L1", "Temperature, power and throttle reasons", requires=["driver.version"])
+@check("driver.clocks_thermal", "L1", "Temperature, power and throttle reasons", requires=["driver.version"],
+       modes=IN_WATCH_TOO)
 def driver_clocks_thermal(ctx):
     rows = _rows(ctx)
     keys = ("temperature.gpu", "power.draw", "power.limit", "clocks.current.sm", "clocks.max.sm",
             "clocks_event_reasons.active")
-    throttled = []
+    throttled, per_gpu = [], []
     for row in rows:
         try:
             mask = int(row.get("clocks_event_reasons.active", "0"), 16)
@@ -296,18 +354,21 @@ def driver_clocks_thermal(ctx):
         reasons = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
         if reasons:
             throttled.append("GPU %s: %s" % (row["index"], ", ".join(reasons)))
+            gpu = gpu_identity.by_index(ctx, int(row["index"])) if str(row.get("index", "")).isdigit() else {}
+            per_gpu.append(gpu_identity.finding(gpu, "warn", ["gpu_throttling"], "clocks held back: %s" % ", ".join(
+                reasons), metrics={"clocks_event_reasons": mask}))
     temps = [nvsmi.numeric(r, "temperature.gpu") for r in rows]
     temps = [t for t in temps if t is not None]
     metrics = {"max_temperature_c": max(temps)} if temps else {}
     evidence = "\n".join(_row_line(r, keys) for r in rows)
     if throttled:
         return warned("clocks held back: %s" % "; ".join(throttled), evidence=evidence, metrics=metrics,
-                      signatures=["gpu_throttling"])
+                      signatures=["gpu_throttling"], gpus=per_gpu)
     return passed("no thermal or power throttling; hottest GPU %s C" % metrics.get("max_temperature_c", "?"),
                   evidence=evidence, metrics=metrics)
 
 
-@check("driver.processes", "L1", "Other processes holding GPU memory", requires=["driver.version"])
+@check("driver.processes", "L1", "Other processes holding GPU memory", requires=["driver.version"], modes=IN_WATCH_TOO)
 def driver_processes(ctx):
     outcome = _gpu_processes(ctx)
     found = strays.stray_workers(ctx.path("PROC_DIR", "/proc"))
@@ -341,14 +402,31 @@ def _gpu_processes(ctx):
         listing = ", ".join("%s (pid %s, %s)" % (a.get("process_name"), a.get("pid"), a.get("used_gpu_memory"))
                             for a in apps)
         return warned("%d process(es) hold GPU memory: %s" % (len(apps), listing), evidence=listing_text,
-                      metrics=metrics, signatures=["gpu_memory_held_by_process"])
+                      metrics=metrics, signatures=["gpu_memory_held_by_process"], gpus=_processes_per_gpu(ctx, apps))
     if used > 1024:
         return warned("%d MiB of GPU memory in use by processes not visible here (another container?)" % used,
                       evidence=listing_text, metrics=metrics, signatures=["gpu_memory_held_by_process"])
     return passed("no compute process holds GPU memory", evidence=listing_text, metrics=metrics)
 
 
-@check("driver.topology", "L1", "How the GPUs are linked (NVLink, PCIe, across sockets)", requires=["driver.nvidia_smi"])
+def _processes_per_gpu(ctx, apps):
+    """One finding per GPU that holds processes, where the listing says which GPU (NVML's, and nvidia-smi's
+    gpu_uuid column)."""
+    by_uuid = {gpu["uuid"]: gpu for gpu in gpu_identity.known(ctx) if gpu["uuid"]}
+    held = {}
+    for app in apps:
+        uuid = app.get("gpu_uuid")
+        if uuid and not uuid.startswith("["):
+            held.setdefault(uuid, []).append(app)
+    return [gpu_identity.finding(by_uuid.get(uuid, {"index": None, "uuid": uuid}), "warn",
+                                 ["gpu_memory_held_by_process"], "%d process(es): %s" % (len(found), ", ".join(
+                                     "pid %s (%s)" % (a.get("pid"), a.get("used_gpu_memory")) for a in found)),
+                                 metrics={"compute_processes": len(found)})
+            for uuid, found in sorted(held.items(), key=lambda kv: by_uuid.get(kv[0], {}).get("index") or 0)]
+
+
+@check("driver.topology", "L1", "How the GPUs are linked (NVLink, PCIe, across sockets)",
+       requires=["driver.nvidia_smi"], modes=IN_WATCH_TOO)
 def driver_topology(ctx):
     gpus = ctx.facts.get("driver_gpus") or []
     if len(gpus) < 2:
@@ -414,7 +492,7 @@ def _since(ctx):
         return None
 
 
-@check("driver.xid", "L1", "Xid errors in the kernel log", budget_s=10)
+@check("driver.xid", "L1", "Xid errors in the kernel log", budget_s=10, modes=IN_WATCH_TOO)
 def driver_xid(ctx):
     result = proc.run(["dmesg"], 10, env=ctx.environ)
     if result.missing or not result.ok:
@@ -429,23 +507,66 @@ def driver_xid(ctx):
         (old if since is not None and when is not None and when < since else new).append(line)
     codes = [int(XID_LINE.search(line).group(2)) for line in new]
     critical = sorted({c for c in codes if c in CRITICAL_XIDS})
+    application = sorted({c for c in codes if c in APPLICATION_XIDS})
+    other = sorted({c for c in codes if c not in CRITICAL_XIDS and c not in APPLICATION_XIDS})
     metrics = {"xid_count": len(codes), "xid_count_before_previous_validation": len(old)}
+    metrics.update(("xid_%d_count" % code, codes.count(code)) for code in sorted(set(codes)))
     history = ("; %d Xid line(s) from before the previous validation (%s) kept as history" % (
         len(old), ctx.options["since"]) if old else "")
     evidence = "\n".join((["before the previous validation:"] + old[-10:] + ["since:"] if old else []) + new[-40:])
+    gpus = _xid_per_gpu(ctx, new)
+    window = "since the previous validation" if since else "since boot"
+    signatures = [XID_CLASSES[kind] for kind, found in (("critical", critical), ("application", application),
+                                                        ("other", other)) if found]
+    if 79 in critical:
+        signatures.insert(1, "gpu_fallen_off_bus")
+    notes = []
+    if application:
+        notes.append("Xid %s, usually raised by a faulting application (%s)" % (
+            ", ".join(map(str, application)), "; ".join(APPLICATION_XIDS[c] for c in application)))
+    if other:
+        notes.append("Xid %s, not classed here (see NVIDIA's Xid catalogue)" % ", ".join(map(str, other)))
     if critical:
-        signatures = ["xid_critical"] + (["gpu_fallen_off_bus"] if 79 in critical else [])
-        return failed("Xid %s in the kernel log %s: %s%s" % (
-            ", ".join(map(str, critical)), "since the previous validation" if since else "since boot",
-            "; ".join(CRITICAL_XIDS[c] for c in critical), history),
-            evidence=evidence, metrics=metrics, signatures=signatures)
+        return failed("Xid %s in the kernel log %s: %s%s%s" % (
+            ", ".join(map(str, critical)), window, "; ".join(CRITICAL_XIDS[c] for c in critical),
+            "; also " + "; ".join(notes) if notes else "", history),
+            evidence=evidence, metrics=metrics, signatures=signatures, gpus=gpus)
     if codes:
-        seen = sorted(set(codes))
-        return warned("Xid %s since %s (usually raised by a faulting application: %s)%s" % (
-            ", ".join(map(str, seen)), "the previous validation" if since else "boot",
-            "; ".join(APPLICATION_XIDS.get(c, "see NVIDIA's Xid catalogue") for c in seen), history),
-            evidence=evidence, metrics=metrics, signatures=["xid_application"])
+        return warned("%s %s%s" % ("; ".join(notes), window, history), evidence=evidence, metrics=metrics,
+                      signatures=signatures, gpus=gpus)
     if old:
         return passed("no Xid since the previous validation%s" % history, evidence=evidence, metrics=metrics,
                       signatures=["xid_history"])
     return passed("no Xid lines in the kernel log", metrics=metrics)
+
+
+# The signature of each class of Xid: the dashboard makes an application's Xid an event of its own class, which
+# never quarantines a node by itself (issue 30).
+XID_CLASSES = {"critical": "xid_critical", "application": "xid_application", "other": "xid_other"}
+
+
+def _xid_class(code):
+    return "critical" if code in CRITICAL_XIDS else "application" if code in APPLICATION_XIDS else "other"
+
+
+def _xid_per_gpu(ctx, lines):
+    """One finding per GPU named by the Xid lines (the kernel prints the GPU's PCI address), the latest line of
+    each class as its summary, a count per Xid code as its metrics."""
+    per_gpu = {}
+    for line in lines:
+        match = XID_LINE.search(line)
+        per_gpu.setdefault(match.group(1), []).append((int(match.group(2)), line[match.start():].strip()))
+    findings = []
+    for address, seen in per_gpu.items():
+        gpu = gpu_identity.by_bus(ctx, address)
+        codes = [code for code, _ in seen]
+        for kind in ("critical", "application", "other"):
+            mine = [(code, text) for code, text in seen if _xid_class(code) == kind]
+            if not mine:
+                continue
+            signatures = [XID_CLASSES[kind]] + (["gpu_fallen_off_bus"] if any(c == 79 for c, _ in mine) else [])
+            findings.append(gpu_identity.finding(
+                gpu, "fail" if kind == "critical" else "warn", signatures, mine[-1][1],
+                metrics={"xid_%d_count" % code: codes.count(code) for code, _ in mine}))
+    # a GPU with Xids of two classes has an entry per class: each class is an event of its own
+    return sorted(findings, key=lambda e: (e["index"] is None, e["index"] or 0, e.get("bus_id") or "", e["status"]))

@@ -14,7 +14,7 @@ import sys
 from agents.cudaprobe import children, counters, nvsmi, nvsmi_fabric, proc, sysfs
 from agents.cudaprobe.checks.driver import DMESG_TIME, _boot_time, _driver_query_limit, _since, _smi
 from agents.cudaprobe.model import failed, passed, skipped, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import IN_WATCH_TOO, check
 
 SXID_LINE = re.compile(r"(nvidia-nvswitch\d*): SXid \(PCI:([^)]*)\): (\d+), (Fatal|Non-fatal)", re.I)
 NO_FABRIC = (None, "", "N/A", "Not Supported")
@@ -66,7 +66,8 @@ def _down_links(gpus, topology_nvlink):
     return down
 
 
-@check("fabric.nvlink", "L1", "NVLink state, speed and error counters", requires=["driver.topology"])
+@check("fabric.nvlink", "L1", "NVLink state, speed and error counters", requires=["driver.topology"],
+       modes=IN_WATCH_TOO)
 def fabric_nvlink(ctx):
     topology = (ctx.facts.get("topology") or {}).get("links") or {}
     topology_nvlink = any(kind.startswith("NV") for kind in topology.values())
@@ -161,7 +162,7 @@ def _sxid_lines(ctx):
 
 
 @check("fabric.nvswitch", "L1", "NVSwitch fabric: Fabric Manager, GPU fabric state, SXid",
-       requires=["driver.nvidia_smi"])
+       requires=["driver.nvidia_smi"], modes=IN_WATCH_TOO)
 def fabric_nvswitch(ctx):
     states, via = _fabric_states(ctx)
     dev = ctx.path("DEV_DIR", "/dev")
@@ -216,7 +217,7 @@ def _port_name(port):
     return "%s/%s" % (port["hca"], port["port"])
 
 
-@check("fabric.infiniband", "L1", "InfiniBand / RoCE ports: state, rate, counters")
+@check("fabric.infiniband", "L1", "InfiniBand / RoCE ports: state, rate, counters", modes=IN_WATCH_TOO)
 def fabric_infiniband(ctx):
     base = sysfs.root(ctx.environ)
     expected = ctx.options.get("ib_rate_gbps")
@@ -289,7 +290,7 @@ def fabric_infiniband(ctx):
         evidence=evidence, metrics=metrics)
 
 
-@check("fabric.pcie_aer", "L1", "PCIe AER error counters of the GPUs and HCAs")
+@check("fabric.pcie_aer", "L1", "PCIe AER error counters of the GPUs and HCAs", modes=IN_WATCH_TOO)
 def fabric_pcie_aer(ctx):
     base = sysfs.root(ctx.environ)
     functions = sysfs.gpu_and_hca_functions(base)

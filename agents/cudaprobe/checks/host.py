@@ -6,7 +6,7 @@ import shutil
 import sys
 
 from agents.cudaprobe.model import failed, passed, warned
-from agents.cudaprobe.registry import check
+from agents.cudaprobe.registry import IN_WATCH_TOO, check
 
 
 def _meminfo_gib(path):
@@ -36,7 +36,7 @@ def detect_container(ctx):
     return None
 
 
-@check("host.system", "L0", "Operating system, CPU, memory, disk")
+@check("host.system", "L0", "Operating system, CPU, memory, disk", modes=IN_WATCH_TOO)
 def host_system(ctx):
     uname = platform.uname()
     mem = _meminfo_gib(ctx.path("PROC_MEMINFO", "/proc/meminfo"))
@@ -54,7 +54,7 @@ def host_system(ctx):
     return passed(summary, metrics=metrics)
 
 
-@check("host.python", "L0", "Python interpreter")
+@check("host.python", "L0", "Python interpreter", modes=IN_WATCH_TOO)
 def host_python(ctx):
     ctx.inventory()["python"] = platform.python_version()
     version = sys.version_info[:2]
@@ -64,7 +64,7 @@ def host_python(ctx):
     return passed("Python %s at %s" % (platform.python_version(), sys.executable), evidence=evidence)
 
 
-@check("host.container", "L0", "Container detection")
+@check("host.container", "L0", "Container detection", modes=IN_WATCH_TOO)
 def host_container(ctx):
     kind = detect_container(ctx)
     ctx.facts["container"] = kind
@@ -88,7 +88,7 @@ def visible_devices(environ):
     return entries
 
 
-@check("host.cuda_visible_devices", "L0", "CUDA_VISIBLE_DEVICES")
+@check("host.cuda_visible_devices", "L0", "CUDA_VISIBLE_DEVICES", modes=IN_WATCH_TOO)
 def host_visible_devices(ctx):
     entries = visible_devices(ctx.environ)
     ctx.facts["visible_devices"] = entries

@@ -198,3 +198,20 @@ def nvmlDeviceGetNvLinkState(h, link):
     if str(link) not in links:
         raise _NVMLCodeError(NVML_ERROR_INVALID_ARGUMENT)
     return 0 if "inactive" in links[str(link)] else 1
+
+
+FIELD_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+_RECOVERY_CODES = {"None": 0, "Reset": 1, "Reboot": 2, "Drain P2P": 3, "Drain and Reset": 4}
+
+
+def nvmlDeviceGetFieldValues(h, fields):
+    """The recovery action as nvidia-smi -q printed it (GPU Recovery Action); every other field Not Supported."""
+    values = []
+    for field in fields:
+        field_id = field[0] if isinstance(field, tuple) else field
+        match = re.search(r"^    GPU Recovery Action\s*:\s*(.+)$", _q_block(h), re.M)
+        if field_id == FIELD_RECOVERY_ACTION and match and match.group(1).strip() in _RECOVERY_CODES:
+            values.append(_Obj(nvmlReturn=0, value=_Obj(uiVal=_RECOVERY_CODES[match.group(1).strip()])))
+        else:
+            values.append(_Obj(nvmlReturn=NVML_ERROR_NOT_SUPPORTED, value=_Obj(uiVal=0)))
+    return values
