@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test sshd slurm browser clean wheelhouse image compose-test compose-clean
+.PHONY: run test sshd slurm browser promtool clean wheelhouse image compose-test compose-clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (or set PYTHON=...)"; exit 1; }
@@ -33,11 +33,20 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# promtool from Debian's prometheus package, unpacked into var/prometheus (not installed: no server is set up or
+# started): tests/api/test_gpu_metrics.py lints /metrics with it and evaluates the README's PromQL joins.
+PROMTOOL := var/prometheus/usr/bin/promtool
+promtool:
+	@test -x $(PROMTOOL) || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && rm -rf var/prometheus && mkdir -p var/prometheus && \
+	  (cd var/prometheus && apt-get download -qq prometheus && dpkg-deb -x prometheus_*.deb . && rm prometheus_*.deb); }
+
 run: $(STAMP)
 	$(PY) -m cudaweb.local_state
 	$(PY) manage.py runlocal
 
-test: $(STAMP) sshd slurm browser
+test: $(STAMP) sshd slurm browser promtool
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The production image (Dockerfile), built without internet: `pip download` fills the wheelhouse with this host's

@@ -261,6 +261,8 @@ CUDAWEB_K8S_API = env("CUDAWEB_K8S_API", "")  # e.g. https://10.0.0.1:6443
 CUDAWEB_K8S_TOKEN = env("CUDAWEB_K8S_TOKEN", "")
 CUDAWEB_K8S_TOKEN_FILE = env("CUDAWEB_K8S_TOKEN_FILE", "")
 CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
+# After each run, the node condition GPUHealthy and per-GPU events on nodes that have a Kubernetes name.
+CUDAWEB_K8S_NODE_HEALTH = env_bool("CUDAWEB_K8S_NODE_HEALTH", True)
 
 LOGGING = {
     "version": 1,

@@ -60,6 +60,8 @@ def build_parser():
                         "to FILE (JSON), for replaying the judging on real figures")
     parser.add_argument("--exit-with-stdin", action="store_true", help="stop (workers included) when standard "
                         "input closes: the dashboard's worker holds it open, so the agent ends when that worker dies")
+    parser.add_argument("--with-dcgm", choices=("r1", "r2", "r3"), help="also run DCGM's diagnostic at this level "
+                        "(dcgmi diag -r N -j) and report each of its tests as a check dcgm.<test>")
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--version", action="version", version=AGENT_VERSION)
     return parser
@@ -144,8 +146,10 @@ def main(argv=None):
         parser.error("--burnin-seconds must be 10 or more")
     options = {"master_port": args.master_port, "peer_timeout": args.peer_timeout, "since": args.since,
                "burnin_seconds": args.burnin_seconds, "fabric_previous": args.fabric_previous,
-               "ib_rate_gbps": args.ib_rate}
+               "ib_rate_gbps": args.ib_rate, "with_dcgm": args.with_dcgm}
     skip = list(args.skip)
+    if not args.with_dcgm:  # DCGM's diagnostic only where asked for (checks/dcgm.py): not even listed as left out
+        specs = [spec for spec in specs if not spec.id.startswith("dcgm.")]
     if args.peer_role and args.rank is not None:
         parser.error("give --peer-role or --rank, not both")
     if args.peer_role:

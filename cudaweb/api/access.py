@@ -17,6 +17,7 @@ RULES = {
     "api:node": {"GET": VIEWER},
     "api:node_validate": {"POST": OPERATOR},
     "api:run": {"GET": VIEWER},
+    "api:run_junit": {"GET": VIEWER},
     "api:triage": {"POST": VIEWER},
     "api:audit": {"GET": ADMIN},
     "api:network_tests": {"POST": OPERATOR},

@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from cudaweb.accounts.roles import has_role
+from cudaweb.api.gpu_metrics import GpuCollector
 from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
 from cudaweb.nodes.models import Node
@@ -143,6 +144,7 @@ class FleetCollector:
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(FleetCollector())
+REGISTRY.register(GpuCollector())  # per GPU, in dcgm-exporter's shape (cudaweb/api/gpu_metrics.py)
 
 
 def _authorised(request):

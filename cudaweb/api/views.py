@@ -8,7 +8,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -26,6 +26,9 @@ from cudaweb.network.services import network_test_request
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.matcher import triage as triage_text
+from cudaweb.playbooks.root_cause import run_root_cause
+from cudaweb.validation import junit
+from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request
 
@@ -146,6 +149,22 @@ def run(request, run_id: str):
     if found is None:
         raise Http404("no run %s" % run_id)
     return found
+
+
+@api.get("/runs/{run_id}/junit.xml", response={404: Error, **WITH_INPUT}, url_name="run_junit",
+         summary="A run as JUnit XML, for CI pipelines",
+         description="One testsuite per layer, one testcase per check (time: its duration; failure, error or skipped "
+                     "with its summary); the run's root cause is each suite's first property. Valid against the "
+                     "common JUnit format that Jenkins, GitLab and Azure DevOps read.",
+         openapi_extra={"responses": {200: {"description": "the JUnit XML document", "content": {
+             "application/xml": {"schema": {"type": "string"}}}}}})
+def run_junit(request, run_id: str):
+    found = ValidationRun.objects.select_related("node").filter(id=_uuid(run_id)).defer(
+        "raw_output", "progress", "report").first()
+    if found is None:
+        raise Http404("no run %s" % run_id)
+    return HttpResponse(junit.run_junit(run=found, root_cause=run_root_cause(run=found)),
+                        content_type="application/xml; charset=utf-8")
 
 
 @api.post("/triage/", response={200: TriageOut, 413: Error, **WITH_INPUT}, url_name="triage",

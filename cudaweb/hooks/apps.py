@@ -12,6 +12,7 @@ class HooksConfig(AppConfig):
         from cudaweb.validation.signals import run_drifted, run_finished
 
         run_finished.connect(services.on_run_finished, dispatch_uid="hooks.run_finished")
+        run_finished.connect(services.on_run_finished_kubernetes, dispatch_uid="hooks.run_finished_kubernetes")
         run_drifted.connect(services.on_run_drifted, dispatch_uid="hooks.run_drifted")
         node_quarantined.connect(services.on_node_quarantined, dispatch_uid="hooks.node_quarantined")
         node_accepted.connect(services.on_node_accepted, dispatch_uid="hooks.node_accepted")

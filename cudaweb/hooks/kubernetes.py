@@ -1,10 +1,18 @@
-"""Cordon + taint a node through the Kubernetes API server's REST API (plain HTTPS, standard library), and undo it.
+"""Cordon + taint a node through the Kubernetes API server's REST API (plain HTTPS, standard library), and undo it;
+and report the node's GPU health there: the node condition GPUHealthy and one core/v1 Event per GPU.
 
-Each change is one JSON patch (RFC 6902) that first tests the node's resourceVersion, so a node changed between
-our read and our write is not overwritten (the API server answers 409 or 422; the delivery tries again). Only what
-cudaweb did is undone: the annotation `cudaweb.io/cordoned` says whether the cordon was ours."""
+Each cordon change is one JSON patch (RFC 6902) that first tests the node's resourceVersion, so a node changed
+between our read and our write is not overwritten (the API server answers 409 or 422; the delivery tries again).
+Only what cudaweb did is undone: the annotation `cudaweb.io/cordoned` says whether the cordon was ours.
+
+The condition is a strategic merge patch on the node's status subresource: conditions merge by their `type`, so the
+kubelet's own (Ready, MemoryPressure...) are left as they are; lastTransitionTime moves only when the status does.
+Events are created under a name made from the run and the GPU, so a delivery tried again finds its event there (409)
+instead of adding a second one."""
 
 import json
+import re
+from datetime import datetime, timezone
 import socket
 import ssl
 import urllib.error
@@ -13,6 +21,12 @@ import urllib.request
 
 from cudaweb.hooks.errors import Permanent, Transient
 
+CONDITION = "GPUHealthy"
+EVENT_NAMESPACE = "default"  # where the kubelet puts a Node's events, and so where `kubectl describe node` looks
+EVENT_SOURCE = "cudaweb"
+MESSAGE_CAP = 1024
+REASON_CAP = 128
+NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_]")  # a condition's reason is a CamelCase-like word (no spaces)
 TAINT_KEY = "cudaweb.io/quarantined"
 CORDONED = "cudaweb.io/cordoned"  # "true" when the cordon was cudaweb's, so acceptance uncordons only then
 REASON = "cudaweb.io/quarantine-reason"
@@ -29,7 +43,7 @@ class Client:
         self.context = ssl.create_default_context(cafile=ca_file) if api_url.startswith("https") else None
         self.timeout_s = timeout_s
 
-    def _request(self, method, path, body=None, content_type="application/json"):
+    def _request(self, method, path, body=None, content_type="application/json", exists_ok=False):
         headers = {"Accept": "application/json"}
         if self.token:
             headers["Authorization"] = "Bearer %s" % self.token
@@ -42,6 +56,8 @@ class Client:
             with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
+            if exc.code == 409 and exists_ok:
+                return {}  # created by an earlier try of this delivery
             text = exc.read(500).decode("utf-8", "replace")
             # 409/422: the node changed under us (the patch's test failed); 429/5xx: the API server is busy.
             error = Transient if exc.code in (409, 422, 429) or exc.code >= 500 else Permanent
@@ -59,6 +75,57 @@ class Client:
     def patch_node(self, name, operations):
         return self._request("PATCH", "/api/v1/nodes/%s" % urllib.parse.quote(name, safe=""), operations,
                              "application/json-patch+json")
+
+
+    def patch_node_status(self, name, patch):
+        return self._request("PATCH", "/api/v1/nodes/%s/status" % urllib.parse.quote(name, safe=""), patch,
+                             "application/strategic-merge-patch+json")
+
+    def create_event(self, event):
+        return self._request("POST", "/api/v1/namespaces/%s/events" % EVENT_NAMESPACE, event, exists_ok=True)
+
+
+def rfc3339(moment):
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition_reason(text):
+    """A condition or event reason from a signature or a state: "gpu_fallen_off_bus", "UNREACHABLE"."""
+    return NOT_IN_REASON.sub("_", str(text or ""))[:REASON_CAP].strip("_") or "Unknown"
+
+
+def health_condition(node, *, status, reason, message, now):
+    """The GPUHealthy condition for `node` (as the API returns it): lastTransitionTime kept while the status holds."""
+    previous = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION),
+                    None)
+    moved = previous is None or previous.get("status") != status or not previous.get("lastTransitionTime")
+    return {"type": CONDITION, "status": status, "reason": condition_reason(reason),
+            "message": " ".join(str(message).split())[:MESSAGE_CAP], "lastHeartbeatTime": rfc3339(now),
+            "lastTransitionTime": rfc3339(now) if moved else previous["lastTransitionTime"]}
+
+
+def gpu_event(node, *, key, gpu, now):
+    """A core/v1 Event on the Node for one GPU; `gpu`: {index, uuid, healthy, reason, message}."""
+    metadata = node.get("metadata") or {}
+    name = metadata.get("name", "")
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "%s.cudaweb-%s-gpu%d" % (name, key, gpu["index"]), "namespace": EVENT_NAMESPACE},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": metadata.get("uid", "")},
+            "reason": condition_reason(gpu["reason"]), "type": "Normal" if gpu["healthy"] else "Warning",
+            "message": " ".join(("GPU %d (%s): %s" % (gpu["index"], gpu["uuid"], gpu["message"])).split())[
+                :MESSAGE_CAP],
+            "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
+            "firstTimestamp": rfc3339(now), "lastTimestamp": rfc3339(now), "count": 1}
+
+
+def report_health(client, name, *, status, reason, message, gpus, key, now=None):
+    """Set the node's GPUHealthy condition, then post one Event per GPU (`key` names this report's events)."""
+    now = now or datetime.now(timezone.utc)
+    node = client.node(name)
+    client.patch_node_status(name, {"status": {"conditions": [
+        health_condition(node, status=status, reason=reason, message=message, now=now)]}})
+    for gpu in gpus:
+        client.create_event(gpu_event(node, key=key, gpu=gpu, now=now))
 
 
 def cordon_patch(node, reason):

@@ -11,12 +11,14 @@ class HookDelivery(models.Model):
         SLURM_RESUME = "slurm_resume"
         K8S_CORDON = "k8s_cordon"
         K8S_UNCORDON = "k8s_uncordon"
+        K8S_HEALTH = "k8s_health"  # the node condition GPUHealthy and per-GPU events
 
     class Event(models.TextChoices):
         RUN_FAILED = "run_failed"
         DRIFT = "drift"
         QUARANTINED = "quarantined"
         ACCEPTED = "accepted"
+        RUN_FINISHED = "run_finished"
 
     class Status(models.TextChoices):
         PENDING = "pending"

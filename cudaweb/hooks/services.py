@@ -17,6 +17,7 @@ from cudaweb.nodes import crypto
 from cudaweb.nodes.models import Node
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import AuthFailed, TransportError
+from cudaweb.validation.gpus import runs_gpus
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
 
@@ -61,6 +62,39 @@ def on_run_finished(sender, run_id, status, **kwargs):
     run = ValidationRun.objects.select_related("node").get(id=run_id)
     cause = payloads.root_cause_data(run)
     _webhook(Event.RUN_FAILED, run.node, run, payloads.cause_line(cause, run), cause)
+
+
+HEALTH_STATUS = {ValidationRun.Status.PASSED: "True", ValidationRun.Status.WARNED: "True",
+                 ValidationRun.Status.FAILED: "False"}  # any other end (unreachable, timed out...): "Unknown"
+
+
+def kubernetes_health(run):
+    """What the Kubernetes node is told of `run`: GPUHealthy's status, reason (the root cause's signature, else
+    the run's state) and message (the root cause), and each GPU's event."""
+    cause = payloads.root_cause_data(run)
+    status = HEALTH_STATUS.get(run.status, "Unknown")
+    if cause is None:
+        reason, message = "ValidationPassed", "cudaweb run %s passed (%s)" % (run.id, run.mode)
+    else:
+        reason = (cause.get("signatures") or [None])[0] or (cause["check"] or run.status)
+        message = payloads.cause_line(cause, run)
+    gpus = [{"index": gpu.index, "uuid": gpu.uuid, "healthy": gpu.healthy,
+             "reason": gpu.failing[0] or reason if not gpu.healthy else "GPUValidated",
+             "message": message if not gpu.healthy else "no failing check of run %s holds against it" % run.id}
+            for gpu in runs_gpus(run_ids=[run.id]).get(run.id, ())]
+    return {"status": status, "reason": reason, "message": message, "gpus": gpus, "key": run.id.hex[:12]}
+
+
+def on_run_finished_kubernetes(sender, run_id, status, **kwargs):
+    """Receiver of validation.signals.run_finished: the node's GPUHealthy condition and per-GPU events, for a node
+    that has a Kubernetes name (Node.kubernetes_name) when CUDAWEB_K8S_API is set (CUDAWEB_K8S_NODE_HEALTH=0: off)."""
+    if not settings.CUDAWEB_K8S_API or not settings.CUDAWEB_K8S_NODE_HEALTH or status in ValidationRun.LIVE:
+        return
+    run = ValidationRun.objects.select_related("node").get(id=run_id)
+    if not run.node.kubernetes_name:
+        return
+    delivery_create(kind=Kind.K8S_HEALTH, event=Event.RUN_FINISHED, node=run.node, run=run,
+                    payload=dict(kubernetes_health(run), node_name=run.node.kubernetes_name))
 
 
 def on_run_drifted(sender, run_id, node_id, **kwargs):
@@ -145,6 +179,10 @@ def _send(delivery):
             return Status.SKIPPED
     elif delivery.kind == Kind.K8S_CORDON:
         kubernetes.cordon(_kubernetes_client(), payload["node_name"], payload["reason"])
+    elif delivery.kind == Kind.K8S_HEALTH:
+        kubernetes.report_health(_kubernetes_client(), payload["node_name"], status=payload["status"],
+                                 reason=payload["reason"], message=payload["message"], gpus=payload["gpus"],
+                                 key=payload["key"])
     elif delivery.kind == Kind.K8S_UNCORDON:
         if not kubernetes.uncordon(_kubernetes_client(), payload["node_name"]):
             return Status.SKIPPED

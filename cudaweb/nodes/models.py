@@ -67,6 +67,15 @@ class Node(models.Model):
                   "(e.g. 0, or 2,3); blank: every GPU of the host")
     pair_port_min = models.PositiveIntegerField(default=29600, help_text="first TCP port a pair test may listen on")
     pair_port_max = models.PositiveIntegerField(default=29699, help_text="last TCP port a pair test may listen on")
+    class DcgmLevel(models.TextChoices):
+        OFF = "", "off"
+        R1 = "r1", "r1 (quick, about a minute)"
+        R2 = "r2", "r2 (medium, a few minutes)"
+        R3 = "r3", "r3 (long, up to 30 minutes)"
+
+    dcgm_level = models.CharField(max_length=2, choices=DcgmLevel.choices, blank=True, default=DcgmLevel.OFF,
+                                  help_text="also run DCGM's diagnostic (dcgmi diag -r N) in each validation, where "
+                                            "the node has DCGM: the agent's --with-dcgm")
     slurm_name = models.CharField(max_length=100, blank=True, help_text="the node's NodeName in Slurm (drained on "
                                   "quarantine); empty: its name")
     kubernetes_name = models.CharField(max_length=253, blank=True, help_text="the node's name in Kubernetes (cordoned "

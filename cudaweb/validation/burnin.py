@@ -7,6 +7,8 @@ import math
 
 from django.conf import settings
 
+from agents.cudaprobe import dcgmi
+
 DEFAULT_SECONDS = 300
 MIN_SECONDS = 60
 MAX_SECONDS = 24 * 3600
@@ -35,9 +37,12 @@ def seconds_of(mode, burnin_seconds):
 
 
 def agent_budget_s(node, mode, burnin_seconds=None):
-    """Seconds the agent may run: the node's own budget or the mode's, and in burn-in mode the burn-in's length and
-    a margin on top (the memory test and the consistency check follow the sustained load)."""
+    """Seconds the agent may run: the node's own budget or the mode's (plus DCGM's diagnostic budget where the node
+    runs it), and in burn-in mode the burn-in's length and a margin on top (the memory test and the consistency
+    check follow the sustained load)."""
     base = node.agent_timeout_s or settings.CUDAWEB_AGENT_TIMEOUT[mode]
+    if getattr(node, "dcgm_level", "") and not node.agent_timeout_s:  # dcgmi diag's own budget on top
+        base += dcgmi.BUDGET_S[dcgmi.LEVELS[node.dcgm_level]]
     if not is_burnin(mode):
         return base
     return base + seconds_of(mode, burnin_seconds) + settings.CUDAWEB_BURNIN_MARGIN_S

@@ -264,6 +264,8 @@ def _run_prepare(*, run_id):
     if previous is not None:  # kernel-log Xid errors from before it are history, not a failure of this run
         agent_args += ["--since", previous.finished.isoformat()]
     agent_args += fabric_agent_args(node=run.node, previous=previous)  # counters grown since it, the IB rate expected
+    if run.node.dcgm_level:  # DCGM's own diagnostic, where the node's setting asks for it (checks/dcgm.py)
+        agent_args += ["--with-dcgm", run.node.dcgm_level]
     return run, agent_args
 
 

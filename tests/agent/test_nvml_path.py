@@ -67,3 +67,19 @@ def test_nvml_that_hangs_is_killed_and_reported(scenario):
     assert result["status"] == "fail" and result["signatures"] == ["nvml_hang"]
     left = subprocess.run(["pgrep", "-f", "agents.cudaprobe.nvml"], capture_output=True, text=True).stdout
     assert left == ""
+
+
+@pytest.mark.parametrize("env", [NVML_ENV, {}], ids=["nvml", "nvidia-smi"])
+def test_each_gpus_temperature_and_power_are_metrics(scenario, env):
+    report, _ = run_agent(scenario, L1, env=env)
+    thermal = check(report, "driver.clocks_thermal")
+    recorded = {}  # from the check's own evidence, i.e. the recorded nvidia-smi/NVML answer
+    for line in thermal["evidence"].splitlines():
+        index, _, fields = line.partition(": ")
+        values = dict(field.split("=", 1) for field in fields.split(", "))
+        recorded[index.split()[-1]] = (float(values["temperature.gpu"]), float(values["power.draw"].split()[0]))
+    assert len(recorded) == 2
+    for gpu, (temperature, power) in recorded.items():
+        assert thermal["metrics"]["temperature_c.gpu%s" % gpu] == temperature
+        assert thermal["metrics"]["power_w.gpu%s" % gpu] == pytest.approx(power)
+    assert thermal["metrics"]["max_temperature_c"] == max(t for t, _ in recorded.values())

@@ -12,6 +12,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.nodes.services import node_register_local
 from tests.conftest import _database_url
 from tests.services import REPO
+from tests.validation.test_junit import _valid as _valid_junit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -33,6 +34,29 @@ def test_local_node_fail_verdict_exits_1_and_prints_the_report(celery_worker):
     cause = printed["root_cause"]  # the lowest failing check, as the run page and the API name it
     assert cause["check"] in {c["id"] for c in failing} and cause["status"] in ("fail", "error")
     assert cause["layer"] == min(c["layer"] for c in failing if c["layer"].startswith("L"))
+
+
+def test_junit_file_is_written_whatever_the_exit_code(celery_worker, tmp_path):
+    node_register_local(python_path=sys.executable)
+    path = tmp_path / "junit.xml"
+    done = validate_node("localhost", "--wait", "--json", "--junit", str(path))
+    assert done.returncode == 1, done.stderr
+    printed = json.loads(done.stdout)
+    tree = _valid_junit(path.read_bytes())
+    assert sum(int(suite.get("tests")) for suite in tree) == len(printed["report"]["checks"])
+    cause = printed["root_cause"]
+    first = tree.find("testsuite/properties/property")
+    assert first.get("name") == "root_cause" and first.get("value").startswith("%s (%s" % (
+        cause["check"], cause["layer"]))
+    failed = {case.get("name") for case in tree.iter("testcase") if case.find("failure") is not None}
+    assert cause["check"] in failed | {case.get("name") for case in tree.iter("testcase")
+                                       if case.find("error") is not None}
+
+
+def test_junit_without_wait_or_into_a_missing_directory_is_a_usage_error(tmp_path):
+    assert validate_node("localhost", "--junit", str(tmp_path / "j.xml")).returncode == 2
+    done = validate_node("localhost", "--wait", "--junit", str(tmp_path / "missing" / "j.xml"))
+    assert done.returncode == 2 and "cannot write" in done.stderr
 
 
 def test_unreachable_node_exits_3_with_its_reason_as_the_root_cause(celery_worker):

@@ -171,3 +171,71 @@ class FakeKubernetesNodes(_Server):
             patched["metadata"]["resourceVersion"] = str(int(patched["metadata"]["resourceVersion"]) + 1)
             owner.nodes[name] = patched
             self._answer(200, patched)
+
+
+def _strategic_merge_status(node, patch):
+    """The part of a strategic merge patch the API server applies to a Node's status that cudaweb sends: conditions
+    merged by their `type` (NodeStatus.conditions has patchMergeKey "type"), other fields replaced."""
+    patched = copy.deepcopy(node)
+    status = patched.setdefault("status", {})
+    for key, value in (patch.get("status") or {}).items():
+        if key != "conditions":
+            status[key] = value
+            continue
+        conditions = status.setdefault("conditions", [])
+        for condition in value:
+            found = next((i for i, c in enumerate(conditions) if c.get("type") == condition.get("type")), None)
+            if found is None:
+                conditions.append(condition)
+            else:
+                conditions[found] = dict(conditions[found], **condition)
+    return patched
+
+
+class FakeKubernetesCluster(FakeKubernetesNodes):
+    """FakeKubernetesNodes plus the node status subresource (PATCH /api/v1/nodes/<name>/status, strategic merge
+    patch only) and core/v1 events (POST /api/v1/namespaces/<ns>/events: 409 for a name that exists)."""
+
+    def __init__(self, directory, token, nodes):
+        self.events = {}
+        super().__init__(directory, token, nodes)
+
+    class _Handler(FakeKubernetesNodes._Handler):
+        def _authorised(self):
+            if self.headers.get("Authorization") != "Bearer %s" % self.server.owner.token:
+                self._answer(401, {"kind": "Status", "code": 401})
+                return False
+            return True
+
+        def do_PATCH(self):
+            if not self.path.endswith("/status"):
+                return super().do_PATCH()
+            body = json.loads(self._body())
+            owner, name = self.server.owner, self.path[len("/api/v1/nodes/"):-len("/status")]
+            if not self._authorised():
+                return
+            owner.record({"method": "PATCH", "path": self.path, "content_type": self.headers["Content-Type"],
+                          "json": body})
+            if name not in owner.nodes:
+                return self._answer(404, {"kind": "Status", "code": 404})
+            if self.headers["Content-Type"] != "application/strategic-merge-patch+json":
+                return self._answer(415, {"kind": "Status", "code": 415})
+            patched = _strategic_merge_status(owner.nodes[name], body)
+            patched["metadata"]["resourceVersion"] = str(int(patched["metadata"]["resourceVersion"]) + 1)
+            owner.nodes[name] = patched
+            self._answer(200, patched)
+
+        def do_POST(self):
+            body = json.loads(self._body())
+            owner = self.server.owner
+            if not self._authorised():
+                return
+            owner.record({"method": "POST", "path": self.path, "json": body})
+            namespace = self.path.split("/")[4] if self.path.startswith("/api/v1/namespaces/") else None
+            if namespace is None or not self.path.endswith("/events") or body.get("kind") != "Event":
+                return self._answer(404, {"kind": "Status", "code": 404})
+            key = (namespace, body["metadata"]["name"])
+            if key in owner.events:
+                return self._answer(409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"})
+            owner.events[key] = body
+            self._answer(201, body)

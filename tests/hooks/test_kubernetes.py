@@ -31,6 +31,7 @@ def api(tmp_path, settings, eager_celery):
     settings.CUDAWEB_K8S_API, settings.CUDAWEB_K8S_TOKEN = server.url, TOKEN
     settings.CUDAWEB_K8S_CA_FILE = str(server.ca_file)
     settings.CUDAWEB_HOOK_BACKOFF_S = 0.01
+    settings.CUDAWEB_K8S_NODE_HEALTH = False  # the cordon's requests alone (test_kubernetes_health.py: the rest)
     yield server
     server.close()
 

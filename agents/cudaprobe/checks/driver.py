@@ -360,6 +360,11 @@ def driver_clocks_thermal(ctx):
     temps = [nvsmi.numeric(r, "temperature.gpu") for r in rows]
     temps = [t for t in temps if t is not None]
     metrics = {"max_temperature_c": max(temps)} if temps else {}
+    for row in rows:  # each GPU's own, for the dashboard's per-GPU series (dcgm-exporter's shape)
+        for name, key in (("temperature_c", "temperature.gpu"), ("power_w", "power.draw")):
+            value = nvsmi.numeric(row, key)
+            if value is not None:
+                metrics["%s.gpu%s" % (name, row.get("index"))] = value
     evidence = "\n".join(_row_line(r, keys) for r in rows)
     if throttled:
         return warned("clocks held back: %s" % "; ".join(throttled), evidence=evidence, metrics=metrics,

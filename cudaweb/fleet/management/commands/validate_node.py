@@ -1,7 +1,9 @@
-"""manage.py validate_node (NAME... | --label L) [--mode M] [--burnin-seconds N] [--wait] [--json]. In fleet,
-above playbooks: the JSON names each run's root cause with its playbook."""
+"""manage.py validate_node (NAME... | --label L) [--mode M] [--burnin-seconds N] [--wait] [--json] [--junit FILE].
+In fleet, above playbooks: the JSON names each run's root cause with its playbook; --junit writes the runs as JUnit
+XML for a CI pipeline (cudaweb/validation/junit.py), whatever the exit code."""
 
 import json
+import os
 import time
 
 from django.core.management.base import BaseCommand
@@ -10,7 +12,7 @@ from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.root_cause import run_root_cause
-from cudaweb.validation import burnin, dbretry
+from cudaweb.validation import burnin, dbretry, junit
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request, task_budget_s
@@ -32,6 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("--burnin-seconds", type=int, help="burn-in mode: the sustained load's length (300)")
         parser.add_argument("--wait", action="store_true", help="wait for the runs to end")
         parser.add_argument("--json", action="store_true", help="print the stored reports (or failures) as JSON")
+        parser.add_argument("--junit", metavar="FILE", help="with --wait: write the runs as JUnit XML to FILE (one "
+                            "testsuite per layer, one testcase per check)")
 
     def _nodes(self, options):
         if bool(options["nodes"]) == bool(options["label"]):
@@ -48,6 +52,10 @@ class Command(BaseCommand):
         return [found[name] for name in dict.fromkeys(options["nodes"])]
 
     def handle(self, *args, **options):
+        if options["junit"] and not options["wait"]:
+            raise InputError("--junit needs --wait (the file is written once the runs have ended)")
+        if options["junit"] and not os.access(os.path.dirname(os.path.abspath(options["junit"])), os.W_OK):
+            raise InputError("cannot write %s: its directory is missing or not writable" % options["junit"])
         nodes = self._nodes(options)
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
@@ -84,6 +92,15 @@ class Command(BaseCommand):
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
                     "running?" % run.status, "root_cause": run_root_cause(run=run), "report": run.report}
                    for run in runs]
+        if options["junit"]:
+            document = junit.runs_junit(runs=runs, root_causes={run.id: result["root_cause"]
+                                                                for run, result in zip(runs, results)})
+            try:
+                with open(options["junit"], "wb") as out:
+                    out.write(document)
+            except OSError as exc:
+                raise InputError("cannot write %s: %s" % (options["junit"], exc.strerror or exc),
+                                 returncode=EXIT_INCOMPLETE)
         if options["json"]:
             self.stdout.write(json.dumps(results[0] if len(results) == 1 and options["nodes"] and
                                          len(options["nodes"]) == 1 else results, indent=1))

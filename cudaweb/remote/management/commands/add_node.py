@@ -1,5 +1,5 @@
 """manage.py add_node NAME --transport local|ssh [--python PATH] [--address A --port P --user U --key-file F]
-[--labels a,b]: register a node from the command line (the host key is read later, from a worker)."""
+[--labels a,b] [--dcgm r1|r2|r3]: register a node from the command line (the host key is read later, from a worker)."""
 
 import re
 import sys
@@ -29,6 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--labels", default="", help="comma separated")
         parser.add_argument("--visible-devices", default="",
                             help="the host's GPUs that are this node (CUDA_VISIBLE_DEVICES, e.g. 0 or 2,3)")
+        parser.add_argument("--dcgm", choices=("r1", "r2", "r3"), help="also run DCGM's diagnostic at this level in "
+                            "each validation (the node must have DCGM: dcgmi and nv-hostengine)")
 
     def handle(self, *args, **options):
         labels = [label.strip() for label in options["labels"].split(",") if label.strip()]
@@ -69,4 +71,6 @@ class Command(BaseCommand):
                 raise InputError("a node named %r exists" % options["name"])
         if devices:
             Node.objects.filter(id=node.id).update(visible_devices=devices)
+        if options["dcgm"]:
+            Node.objects.filter(id=node.id).update(dcgm_level=options["dcgm"])
         self.stdout.write("%s %s" % (node.name, node.id))
