@@ -73,6 +73,9 @@ class ValidationRun(models.Model):
     drifted = models.BooleanField(default=False)
     # Checks that failed or warned on a measured figure, run once more in the same run (cudaweb.validation.retries)
     retry = models.JSONField(default=dict, blank=True, help_text="the second attempt: checks, outcome, its report")
+    # The dashboard's own steps between the run's claim and its end (cudaweb.validation.dashboard_timing)
+    dashboard_timing = models.JSONField(default=dict, blank=True, help_text="when the worker reached the node, "
+                                        "started the agent and had its report (ISO times)")
 
     class Meta:
         ordering = ["-created"]
