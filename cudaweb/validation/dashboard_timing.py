@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 STEPS = ("queued", "claimed", "transport_up", "agent_started", "report_received", "stored")
 RECORDED = ("transport_up", "agent_started", "report_received")  # the ones dashboard_timing holds
 # What each gap is, named by the step that ends it
-GAPS = {"claimed": "waiting for a worker", "transport_up": "reaching the node",
+GAPS = {"claimed": "waiting for a worker", "transport_up": "preparing the run (arguments, bundle) and reaching the node",
         "agent_started": "agent upload or cache check, process start", "report_received": "the agent",
         "stored": "storing the report"}
 
