@@ -49,16 +49,27 @@ def spread(values):
 
 
 def bare_run(python, mode, env):
-    """The bare agent's wall time, as an operator runs it on the host: (seconds, exit status, the report's own
-    duration_s)."""
+    """The bare agent's wall time, as an operator runs it on the host: (seconds, exit status, its report or {})."""
     started = time.time()
     done = subprocess.run([python, "-m", "agents.cudaprobe", "--mode", mode, "--json"], cwd=REPO, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=300)
     try:
-        own = json.loads(done.stdout).get("duration_s")
+        report = json.loads(done.stdout)
     except ValueError:
-        own = None
-    return time.time() - started, done.returncode, own
+        report = {}
+    return time.time() - started, done.returncode, report
+
+
+FIGURE_CHECKS = ("cuda.copy_bandwidth", "cuda.matmul")  # kept per run, to set beside bench/reference_loop.py
+
+
+def figures(report):
+    """The copy and matmul figures of a report (worst GPU), {} when it has none."""
+    kept = {}
+    for check in (report or {}).get("checks") or []:
+        if check.get("id") in FIGURE_CHECKS:
+            kept.update({k: v for k, v in (check.get("metrics") or {}).items() if "." not in k})
+    return kept
 
 
 def main():
@@ -133,7 +144,8 @@ def main():
                 if cold:
                     shutil.rmtree(pycache, ignore_errors=True)
                 if args.bare:
-                    entry["bare_s"], entry["bare_rc"], entry["bare_report_s"] = bare_run(args.agent_python, mode, bare_env)
+                    entry["bare_s"], entry["bare_rc"], bare_report = bare_run(args.agent_python, mode, bare_env)
+                    entry.update(bare_report_s=bare_report.get("duration_s"), bare_figures=figures(bare_report))
                 if cold:
                     shutil.rmtree(pycache, ignore_errors=True)
                     shutil.rmtree(agent_cache, ignore_errors=True)
@@ -146,7 +158,8 @@ def main():
                 start, end = map(float, times.read_text().split())
                 entry.update(status=run.status, requested_to_stored_s=run.finished.timestamp() - requested,
                              agent_s=end - start,
-                             agent_report_s=(run.report or {}).get("duration_s"), steps=[dict(s, at=s["at"].isoformat()) for s in run_steps(run)])
+                             agent_report_s=(run.report or {}).get("duration_s"), agent_figures=figures(run.report),
+                             steps=[dict(s, at=s["at"].isoformat()) for s in run_steps(run)])
                 entry["overhead_s"] = entry["requested_to_stored_s"] - entry["agent_s"]
                 if not args.no_command and not cold:
                     times.write_text("")

@@ -51,4 +51,43 @@ timeout $(( 235 - ($(date +%s) - t0) )) "$VENV/bin/python" bench/dashboard_overh
   --rounds 5 --no-command --agent-python "$(command -v python3)" --json "$OUT/i33-runs.json"
 echo "rc=$? wall $(( $(date +%s) - t0 )) s"
 ps -eo pid,args | grep -c '[a]gents.cudaprobe\|[c]udaprobe-.*pyz' | sed 's/^/agent processes left: /'
+echo "== table"
+python3 - "$OUT/i33-runs.json" "$WORK/reference.json" "$WORK/copies.json" <<'PY'
+import json, statistics, sys
+runs = json.load(open(sys.argv[1]))
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return {}
+ref, cop = load(sys.argv[2]), load(sys.argv[3])
+med = lambda xs: "%.2f" % statistics.median(xs) if xs else "-"
+print("%-22s %8s %8s %8s %8s" % ("s, median", "bare", "dash", "+", "n"))
+for mode in ("quick", "standard"):
+    for cold in (True, False):
+        rows = [r for r in runs if r["mode"] == mode and r["cold"] == cold and "bare_s" in r]
+        bare, dash = [r["bare_s"] for r in rows], [r["requested_to_stored_s"] for r in rows]
+        plus = [d - b for b, d in zip(bare, dash)]
+        print("%-22s %8s %8s %8s %8d" % (mode + (" first run" if cold else " warm"), med(bare), med(dash), med(plus), len(rows)))
+        gaps = {}
+        for r in rows:
+            for step in r["steps"]:
+                if step["gap_s"] is not None:
+                    gaps.setdefault(step["step"], []).append(step["gap_s"])
+        print("   steps: " + ", ".join("%s %s" % (k, med(v)) for k, v in gaps.items()))
+        own = [r["agent_s"] - (r.get("agent_report_s") or 0) for r in rows]
+        bown = [r["bare_s"] - (r.get("bare_report_s") or 0) for r in rows]
+        print("   outside the report's duration_s: bare %s, dashboard's agent process %s" % (med(bown), med(own)))
+figs = [r.get("bare_figures", {}) for r in runs if r["mode"] == "standard"] + \
+       [r.get("agent_figures", {}) for r in runs if r["mode"] == "standard"]
+for key, ref_key in (("h2d_pageable_gbs", "h2d_pageable_gbs"), ("h2d_pinned_gbs", "h2d_pinned_gbs"),
+                     ("matmul_tf32_tflops", "matmul_tf32_tflops"), ("matmul_bf16_tflops", "matmul_bf16_tflops")):
+    vals = [f[key] for f in figs if key in f]
+    print("%-20s agent %s (n=%d)  reference loop %s  = %s %%" % (key, med(vals), len(vals), ref.get(ref_key, "-"),
+          "%.1f" % (100 * statistics.median(vals) / ref[ref_key]) if vals and ref.get(ref_key) else "-"))
+for turn in range(3):
+    print("quiet process, turn %d: loop H2D pageable %s, agent task %s; pinned %s / %s" % (turn,
+          cop.get("loop%d_h2d_pageable_gbs" % turn), cop.get("agent_task%d_h2d_pageable_gbs" % turn),
+          cop.get("loop%d_h2d_pinned_gbs" % turn), cop.get("agent_task%d_h2d_pinned_gbs" % turn)))
+PY
 tar -C "$WORK" -czf "$OUT/i33-figures.tar.gz" reference.json copies.json $(cd "$WORK" && ls copy-only-*.json)

@@ -136,7 +136,7 @@ ATTENTION_ORDER = {"unreachable": 0, "failing": 1, "warning": 2, "quarantined": 
 
 
 def fleet_overview(*, now=None):
-    """The top of the fleet page, in nine queries whatever the fleet's size: counts per status, failing nodes by
+    """The top of the fleet page, in eight queries whatever the fleet's size: counts per status, failing nodes by
     the layer that fails first and by the check that is their root cause, nodes by GPU model, validations per day
     (the last OVERVIEW_DAYS), and the nodes that need attention first."""
     now = now or timezone.now()
