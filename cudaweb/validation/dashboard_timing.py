@@ -11,6 +11,8 @@ from datetime import datetime
 from django.db import DatabaseError
 from django.utils import timezone
 
+from cudaweb.validation import dbretry
+
 log = logging.getLogger(__name__)
 
 STEPS = ("queued", "claimed", "transport_up", "agent_started", "report_received", "stored")
@@ -30,8 +32,9 @@ def marks_record(*, run_id, marks):
         return
     try:
         ValidationRun.objects.filter(id=run_id).update(dashboard_timing=kept)
-    except DatabaseError as exc:
+    except DatabaseError as exc:  # not retried: the report's storing, next, rides over a dropped connection
         log.warning("dashboard timing of run %s not kept: %s", run_id, exc)
+        dbretry.connection_drop()
 
 
 def _parsed(value):

@@ -72,3 +72,28 @@ def test_a_run_before_the_marks_draws_no_dashboard_rows(finished_run):
 
     layout = run_waterfall(report=finished_run.report, steps=run_steps(finished_run))
     assert not layout["dashboard"] and all(row["kind"] != "dashboard" for row in layout["rows"])
+
+
+def test_marks_the_database_would_not_take_are_lost_and_the_run_is_stored(tmp_path, settings, monkeypatch):
+    from django.db import OperationalError
+    from django.db.models.query import QuerySet
+
+    settings.CUDAWEB_AGENT_CACHE_DIR = str(tmp_path / "cache")
+    settings.CUDAWEB_RETRY_FIGURES = False
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\ncat '%s'\n" % (REAL / TIMED))
+    python.chmod(0o755)
+    update = QuerySet.update
+
+    def refusing(self, **fields):
+        if "dashboard_timing" in fields:
+            raise OperationalError("the server closed the connection unexpectedly")
+        return update(self, **fields)
+
+    monkeypatch.setattr(QuerySet, "update", refusing)
+    node = Node.objects.create(name="h200-blink", transport=Node.Transport.LOCAL, python_path=str(python))
+    run = ValidationRun.objects.create(node=node, mode="standard")
+    assert services.run_execute(run_id=run.id) in ValidationRun.VERDICT_STATUSES
+    run.refresh_from_db()
+    assert run.dashboard_timing == {} and run.checks.count() == len(run.report["checks"])
+    assert [s["step"] for s in run_steps(run)] == ["queued", "claimed", "stored"]
