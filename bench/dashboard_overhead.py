@@ -206,7 +206,7 @@ def main():
     finally:
         worker.terminate()
         try:
-            worker.wait(timeout=60)
+            worker.wait(timeout=15)  # a warm shutdown waits for the run in flight; a time limit cannot
         finally:
             os.killpg(worker.pid, 9) if worker.poll() is None else None
             worker.wait()
