@@ -10,6 +10,10 @@ simplest loop that measures it, timed with CUDA events after a warm-up, on rando
 - host<->device copies of 256 MiB, pinned and pageable, 20 timed after 2 warm-ups;
 - ResNet-18 (the agent's model, bs 256, channels-last, synthetic data on the GPU) SGD, AMP bf16 and fp16, 50 timed
   steps after 5 warm-ups, the loss read once at the end, the first step timed on its own.
+`--copies` runs only the copies, three turns of: this loop's, then the agent's own GPU task
+(agents/cudaprobe/checks/cuda.py gpu_copy_bandwidth, its 10 timed copies of a standard run) in this process: the
+same method, buffer and size in one process with nothing else running, to set beside the agent's figure measured
+while its training worker imports torch._dynamo (issue 33: pageable H2D 6.1 against 16.8 GB/s).
 `--autotune` runs only the ResNet-18 loops, with cuDNN autotuning on (torch.backends.cudnn.benchmark): run it as a
 process of its own, so that no plan chosen without autotuning is in cuDNN's cache.
 """
@@ -121,13 +125,22 @@ def main():
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--n", type=int, default=8192)
     parser.add_argument("--autotune", action="store_true", help="only ResNet-18, with cuDNN autotuning on")
+    parser.add_argument("--copies", action="store_true", help="only the copies: this loop's and the agent's task")
     args = parser.parse_args()
     started = time.perf_counter()
     import torch
 
     figures = {"torch": torch.__version__, "import_s": time.perf_counter() - started,
                "gpu": torch.cuda.get_device_name(0)}
-    if not args.autotune:
+    if args.copies:
+        from agents.cudaprobe.checks.cuda import gpu_copy_bandwidth
+
+        for turn in range(3):
+            figures.update({"loop%d_%s" % (turn, k): v for k, v in copies(torch).items()})
+            agent = gpu_copy_bandwidth({"mib": 256, "iters": 10})["gpus"][0]
+            figures.update({"agent_task%d_%s" % (turn, k): v for k, v in agent.items() if k.endswith("_gbs")})
+        args.autotune = None
+    elif not args.autotune:
         plans = (("bf16", torch.bfloat16, False, 50), ("fp16", torch.float16, False, 50),
                  ("tf32", torch.float32, True, 50), ("fp32", torch.float32, False, 10))
         for name, dtype, tf32, iters in plans:
@@ -136,9 +149,9 @@ def main():
             time.sleep(2.0)  # idle again: clocks fall back
             figures["from_idle_matmul_%s_tflops" % name] = matmul(torch, args.n, dtype, tf32, 10, iters)
         figures.update(copies(torch))
-    torch.backends.cudnn.benchmark = args.autotune
+    torch.backends.cudnn.benchmark = bool(args.autotune)
     suffix = "_autotuned" if args.autotune else ""
-    for precision in ("amp_bf16", "amp_fp16"):
+    for precision in ("amp_bf16", "amp_fp16") if args.autotune is not None else ():
         result = resnet(torch, precision)
         figures["resnet18_%s%s_img_s" % (precision, suffix)] = result["img_s"]
         figures["resnet18_%s%s_first_step_s" % (precision, suffix)] = result["first_step_s"]

@@ -109,6 +109,14 @@ class RunAccepted(Schema):
     node: str
 
 
+class DashboardStep(Schema):
+    step: str
+    at: datetime
+    since_queued_s: float = Field(description="seconds from the run's queueing to this step")
+    gap_s: Optional[float] = Field(description="seconds since the step before it (null for the first)")
+    what: str = Field(description="what the gap before this step was spent on")
+
+
 class RunOut(Schema):
     id: UUID
     node: str
@@ -131,6 +139,9 @@ class RunOut(Schema):
                                   "checks, outcomes (flaky, hard, unconfirmed, rerun), summary, error; {} if none")
     root_cause: Optional[RootCause] = Field(description="what the failure comes down to; null when the run passed "
                                                         "or is live")
+    dashboard_timing: List[DashboardStep] = Field(description="the dashboard's own steps the run has reached, in "
+                                                  "order: queued, claimed, transport_up, agent_started, "
+                                                  "report_received, stored")
 
 
 class TriageIn(Schema):

@@ -7,6 +7,7 @@ from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
+from cudaweb.validation.dashboard_timing import run_steps
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.selectors import is_flaky_node, nodes_flaky
 
@@ -87,7 +88,7 @@ def run_detail(*, run_id):
             "drifted": run.drifted, "drift": run.drift or {}, "report": run.report,
             "burnin_seconds": run.burnin_seconds,
             "retry": {k: v for k, v in (run.retry or {}).items() if k != "report"},
-            "root_cause": run_root_cause(run=run)}
+            "root_cause": run_root_cause(run=run), "dashboard_timing": run_steps(run)}
 
 
 def audit_page(*, limit, offset, **filters):

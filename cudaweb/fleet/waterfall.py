@@ -1,6 +1,8 @@
 """Where a run's time went, from its report: each check's bar from its start, and inside a check the GPU task
 calls it made, split into waiting for the worker, setup and measured time (the agent's `started_s`, `tasks` and
-`timing` fields, issue 22). The run page draws it as SVG rectangles laid out here, in a 0-1000 coordinate space."""
+`timing` fields, issue 22), and above them the dashboard's own steps (queued, claimed, transport up, agent started,
+report received, stored: cudaweb.validation.dashboard_timing, issue 33), the agent's rows then placed from the
+agent's start. The run page draws it as SVG rectangles laid out here, in a 0-1000 coordinate space."""
 
 WIDTH = 1000
 SHOWN_S = 0.02  # shorter checks are counted in one line, not drawn
@@ -37,22 +39,43 @@ def _task_segments(task, total):
     return segments
 
 
-def run_waterfall(*, report):
-    """Rows for the run page's waterfall, or None when the report has no timing (agents before issue 22)."""
-    if not isinstance(report, dict) or not isinstance(report.get("checks"), list):
+def _dashboard_rows(steps, total):
+    rows, previous = [], None
+    for step in steps:
+        if previous is not None and step["gap_s"] is not None:
+            begin, seconds = previous["since_queued_s"], max(0.0, step["gap_s"])
+            rows.append({"label": "dashboard: %s" % step["what"], "kind": "dashboard", "start": begin,
+                         "seconds": seconds, "bars": [_bar(begin, seconds, total, "dash",
+                                                           "%s -> %s %.2f s" % (previous["step"], step["step"],
+                                                                                seconds))]})
+        previous = step
+    return rows
+
+
+def run_waterfall(*, report, steps=None):
+    """Rows for the run page's waterfall, or None when neither the report has timing (agents before issue 22)
+    nor the run has the dashboard's marks (runs before issue 33). `steps`: the run's dashboard steps
+    (cudaweb.validation.dashboard_timing.run_steps); drawn only where the worker marked the agent's start."""
+    steps = [s for s in (steps or []) if isinstance(s, dict)]
+    agent_start = next((s["since_queued_s"] for s in steps if s["step"] == "agent_started"), None)
+    if agent_start is None:
+        steps = []
+    checks = []
+    if isinstance(report, dict) and isinstance(report.get("checks"), list):
+        checks = [c for c in report["checks"] if isinstance(c, dict) and _number(c.get("started_s")) is not None
+                  and _number(c.get("duration_s")) is not None]
+    if not checks and not steps:
         return None
-    checks = [c for c in report["checks"] if isinstance(c, dict) and _number(c.get("started_s")) is not None
-              and _number(c.get("duration_s")) is not None]
-    if not checks:
-        return None
+    offset = agent_start or 0.0
     workers = [w for w in ((report.get("timing") or {}).get("workers") or []) if isinstance(w, dict)
-               and _number(w.get("started_s")) is not None][:MAX_ROWS]
+               and _number(w.get("started_s")) is not None][:MAX_ROWS] if checks else []
     ends = [_number(c["started_s"]) + _number(c["duration_s"]) for c in checks]
     ends += [_number(w["started_s"]) + (_number(w.get("import_s")) or 0.0) for w in workers]
-    total = max(ends + [_number(report.get("duration_s")) or 0.0, 0.001])
-    rows = []
+    agent_total = max(ends + [_number(report.get("duration_s")) or 0.0 if checks else 0.0, 0.0])
+    total = max([offset + agent_total, 0.001] + [s["since_queued_s"] for s in steps])
+    rows = _dashboard_rows(steps, total)
     for worker in workers:
-        start = _number(worker["started_s"])
+        start = offset + _number(worker["started_s"])
         imported, preloaded = _number(worker.get("import_s")) or 0.0, _number(worker.get("preload_s")) or 0.0
         bars = [_bar(start, imported, total, "import", "import torch %.2f s" % imported)]
         if preloaded:
@@ -65,17 +88,18 @@ def run_waterfall(*, report):
                         key=lambda c: _number(c["started_s"])):
         if len(rows) >= MAX_ROWS:
             break
-        start, seconds = _number(check["started_s"]), _number(check["duration_s"])
+        start, seconds = offset + _number(check["started_s"]), _number(check["duration_s"])
         status = check.get("status") if check.get("status") in ("pass", "warn", "fail", "skip", "error") else "skip"
         rows.append({"label": str(check.get("id", ""))[:60], "kind": "check", "status": status, "start": start,
                      "seconds": seconds, "bars": [_bar(start, seconds, total, "check c-" + status)]})
         for task in (check.get("tasks") or [])[:10]:
             if not isinstance(task, dict):
                 continue
-            segments = _task_segments(task, total)
+            segments = _task_segments(dict(task, started_s=offset + _number(task["started_s"]))
+                                      if _number(task.get("started_s")) is not None else task, total)
             if segments:
                 rows.append({"label": str(task.get("task", ""))[:60], "kind": "task",
-                             "start": _number(task["started_s"]), "seconds": _number(task["wall_s"]),
+                             "start": offset + _number(task["started_s"]), "seconds": _number(task["wall_s"]),
                              "bars": segments})
-    return {"total_s": total, "rows": rows, "hidden": len(small),
+    return {"total_s": total, "rows": rows, "hidden": len(small), "dashboard": bool(steps),
             "hidden_s": sum(_number(c["duration_s"]) for c in small)}

@@ -73,6 +73,9 @@ class ValidationRun(models.Model):
     drifted = models.BooleanField(default=False)
     # Checks that failed or warned on a measured figure, run once more in the same run (cudaweb.validation.retries)
     retry = models.JSONField(default=dict, blank=True, help_text="the second attempt: checks, outcome, its report")
+    # The dashboard's own steps between the run's claim and its end (cudaweb.validation.dashboard_timing)
+    dashboard_timing = models.JSONField(default=dict, blank=True, help_text="when the worker reached the node, "
+                                        "started the agent and had its report (ISO times)")
 
     class Meta:
         ordering = ["-created"]
@@ -81,8 +84,9 @@ class ValidationRun(models.Model):
             models.Index(fields=["node", "-created"], name="run_node_created_idx"),
             # the reaper: RUNNING runs by heartbeat
             models.Index(fields=["status", "heartbeat"], name="run_status_heartbeat_idx"),
-            # the fleet overview: validations per day, the last 14 days
-            models.Index(fields=["created"], name="run_created_idx"),
+            # the fleet overview: validations per day and status, the last 14 days, read from the index alone (an
+            # index-only scan: the runs of those days lie on every page of the table, one per node and day)
+            models.Index(fields=["created", "status"], name="run_created_status_idx"),
         ]
         constraints = [
             # One live run per node: two agents on one GPU host make each other fail. run_request returns the live

@@ -16,7 +16,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
-from cudaweb.validation import burnin, dbretry, hostoutput, queue, report_spool, retries
+from cudaweb.validation import burnin, dashboard_timing, dbretry, hostoutput, queue, report_spool, retries
 from cudaweb.validation.fabric import fabric_agent_args
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
@@ -216,18 +216,25 @@ def run_execute(*, run_id):
     node = run.node
     budget = agent_budget_s(node, run.mode, run.burnin_seconds)
     payload, digest = bundle.build()
+    marks = {}  # the dashboard's own steps (dashboard_timing): kept whatever the run's end
     try:
         with Heartbeat(run.id), _transport(run, purpose="run %s" % run.id) as transport:
+            marks["transport_up"] = timezone.now()
             agent_path = transport.upload_agent(payload, digest)
+            marks["agent_started"] = timezone.now()
             result = transport.run_agent(node.python_path, agent_path, agent_args, budget, env=node.agent_env(),
                                          on_stderr_line=_progress_recorder(run))
+            marks["report_received"] = timezone.now()
     except base.TimedOut as exc:
+        dashboard_timing.marks_record(run_id=run.id, marks=marks)
         run_finish(run=run, status=Status.TIMED_OUT, reason=str(exc), raw_output=exc.stdout + "\n" + exc.stderr)
         return Status.TIMED_OUT
     except base.TransportError as exc:
+        dashboard_timing.marks_record(run_id=run.id, marks=marks)
         status = next(state for cls, state in ERROR_STATES if isinstance(exc, cls))
         run_finish(run=run, status=status, reason=str(exc))
         return status
+    dashboard_timing.marks_record(run_id=run.id, marks=marks)
     if result.exit_status in TIMEOUT_EXIT_CODES:
         run_finish(run=run, status=Status.TIMED_OUT, reason="the agent ran past its %d s budget and was killed on "
                    "the host" % budget, raw_output=result.stdout + "\n" + result.stderr)

@@ -9,11 +9,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from cudaweb.drift.demo import seed
+from cudaweb.fleet.selectors import fleet_overview
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.validation.models import CheckResult, ValidationRun
 from tests.drift.helpers import real_report, scaled, stored_run
 
 pytestmark = pytest.mark.django_db
+OVERVIEW_QUERIES = 8  # counts, failing, models, per day, attention and its count, failing runs, their checks
 
 
 def _queries(client, url):
@@ -64,6 +66,27 @@ def test_fleet_page_paginates_and_its_queries_do_not_grow_with_nodes(operator_cl
     large, page = _queries(operator_client, reverse("fleet:node_list"))
     assert large == small
     assert "page 1 of 2" in page
+
+
+def test_fleet_overview_reads_in_a_fixed_number_of_queries_however_many_nodes_fail():
+    """The overview's panels (issue 33: 1,000 nodes took 1.2 s): counts per day from the run index, the root
+    cause of every failing node's last run in one query for the runs and one for their checks."""
+    seed(nodes=4, runs_per_node=3, seed=2)
+    stored_run(Node.objects.create(name="bad-0", transport="local"),
+               scaled(real_report(), statuses={"driver.xid": "fail"}))
+    with CaptureQueriesContext(connection) as small:
+        fleet_overview()
+    seed(nodes=30, runs_per_node=3, seed=3, prefix="more")
+    for i, check in enumerate(("driver.xid", "cuda.matmul", "comm.nccl", "driver.xid")):
+        stored_run(Node.objects.create(name="bad-%d" % (i + 1), transport="local"),
+                   scaled(real_report(), statuses={check: "fail"}))
+    with CaptureQueriesContext(connection) as large:
+        overview = fleet_overview()
+    assert overview["failing_total"] == 5 and sum(group["n"] for group in overview["by_cause"]) == 5
+    assert len(large) == len(small) == OVERVIEW_QUERIES
+    per_day = next(q["sql"] for q in large.captured_queries if "AT TIME ZONE" in q["sql"] or "django_datetime" in
+                   q["sql"])
+    assert "COUNT(*)" in per_day  # read from run_created_status_idx alone: no column outside it
 
 
 def test_bulk_validation_by_label_shows_each_nodes_progress(operator_client):
