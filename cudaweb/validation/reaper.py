@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from cudaweb.validation import dbretry, queue, report_spool
+from cudaweb.validation import dbretry, queue, report_spool, reports
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_finish, run_store_report, task_budget_s
 
@@ -90,6 +90,12 @@ def _kept_report_store(run_id):
         run_finish(run=run, status=Status.DASHBOARD_ERROR, from_statuses=STORABLE,
                    reason="the agent's report was kept in the worker's spool, but the file cannot be read (%s); it "
                           "is set aside in %s" % (exc, moved))
+        return 0
+    problem = reports.report_problem(report)
+    if problem:  # kept by a worker that did not check it (an older version), or altered since: the agent's error
+        moved = report_spool.report_quarantine(run_id=run_id, why=problem)
+        run_finish(run=run, status=Status.AGENT_ERROR, from_statuses=STORABLE,
+                   reason="%s; the kept report is set aside in %s" % (problem, moved))
         return 0
     try:
         run_store_report(run=run, report=report, from_statuses=STORABLE, reason_note=STORED_NOTE)

@@ -116,6 +116,13 @@ def _first_error(validator, report):
     return "the report does not match schema cudaprobe/1 at %s: %s" % (where, first.message[:300])
 
 
+def report_problem(report):
+    """Why a parsed report is no report the dashboard stores (schema, a figure, a check named twice), or None. The
+    reaper asks it again of a kept report: a spool file is host output too."""
+    return (_figure_problem(report) or _first_error(_validator, report) or _first_error(_stored_validator, report)
+            or _duplicate_check(report))
+
+
 def parse_report(stdout):
     text = stdout.strip()
     if not text:
@@ -124,8 +131,7 @@ def parse_report(stdout):
         report = json.loads(text, parse_constant=_no_constant)  # 1e400 is inf: named below
     except (ValueError, RecursionError) as exc:
         raise ReportError("the agent's output is not JSON: %s" % str(exc)[:300])
-    problem = (_figure_problem(report) or _first_error(_validator, report) or _first_error(_stored_validator, report)
-               or _duplicate_check(report))
+    problem = report_problem(report)
     if problem:
         raise ReportError(problem)
     return hostoutput.clean(report)  # NUL and lone surrogates, which no database column takes, written escaped

@@ -26,7 +26,10 @@ from cudaweb.validation.statuses import node_status_of, run_status_of
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
 PROGRESS_CAP = 400
-TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: budget reached / killed after the grace period
+TIMEOUT_EXIT_CODES = (124, 137)
+# A report the spool could not take (a full disk) lives only in its worker's memory: its store is tried this many times
+# longer before the run is given up on (the reaper never judges a run lost while the database is away).
+UNSPOOLED_RETRY_FACTOR = 10  # coreutils timeout: budget reached / killed after the grace period
 
 ERROR_STATES = (
     (base.HostKeyMismatch, Status.HOST_KEY_MISMATCH),
@@ -180,13 +183,15 @@ def _progress_recorder(run, events=None):
     return record
 
 
-def run_store_report(*, run, report, retry=None, outcomes=None, from_statuses=(Status.RUNNING,), reason_note=""):
+def run_store_report(*, run, report, retry=None, outcomes=None, from_statuses=(Status.RUNNING,), reason_note="",
+                     budget_s=None):
     """Keep the report and one CheckResult row per check; the verdict decides the terminal state. `retry` and
     `outcomes` are a second attempt's (run_retry_figures): the run's note, and each retried check's attempts. One
     transaction, tried again as a whole over a dropped connection; storing a report already stored does nothing
     and answers the run's status."""
     return dbretry.retrying(_run_store_report, run=run, report=report, retry=retry, outcomes=outcomes,
-                            from_statuses=from_statuses, reason_note=reason_note, what="report of run %s" % run.id)
+                            from_statuses=from_statuses, reason_note=reason_note, what="report of run %s" % run.id,
+                            budget_s=budget_s)
 
 
 @transaction.atomic
@@ -294,10 +299,12 @@ def _run_keep_report(*, run, report, retry=None, outcomes=None):
     try:
         held = report_spool.report_keep(run_id=run.id, report=report)
     except report_spool.SpoolFull as exc:  # the retries still protect the report; a longer outage would cost it
-        log.error("run %s: %s; only the database's retries keep this report now", run.id, exc)
+        log.error("run %s: %s; the report is held in this worker's memory only, its store tried for up to %d s",
+                  run.id, exc, UNSPOOLED_RETRY_FACTOR * settings.CUDAWEB_DB_RETRY_S)
     try:
         try:
-            status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
+            status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes, budget_s=None if held
+                                      else UNSPOOLED_RETRY_FACTOR * settings.CUDAWEB_DB_RETRY_S)
         except DatabaseError as exc:  # our failure, not the agent's
             return _run_report_not_stored(run=run, report=report, error=exc, spooled=held is not None)
         if status in ValidationRun.VERDICT_STATUSES:  # stored, by this try or one whose answer was lost
