@@ -29,6 +29,7 @@ from tests.services import REPO
 pytestmark = pytest.mark.django_db(transaction=True)
 REPORT = REPO / "tests" / "fixtures" / "real" / "h200-gpus2-standard.json"
 Status = ValidationRun.Status
+AWAY_KEY = "cudaweb:database-away-seen"  # dbretry.AWAY_KEY
 
 
 def postgres_only():
@@ -46,13 +47,14 @@ def spool(settings, tmp_path):
 @pytest.fixture
 def no_outage_seen(redis_server):
     """The reaper's memory of database outages (this process's and the one in Redis) starts empty."""
-    dbretry._away["seen"] = dbretry._away["shared"] = 0.0
+    memory = getattr(dbretry, "_away", {})
+    memory.update(seen=0.0, shared=0.0)
     client = queue.broker_client()
-    client.delete(dbretry.AWAY_KEY)
+    client.delete(AWAY_KEY)
     yield
-    client.delete(dbretry.AWAY_KEY)
+    client.delete(AWAY_KEY)
     client.close()
-    dbretry._away["seen"] = dbretry._away["shared"] = 0.0
+    memory.update(seen=0.0, shared=0.0)
 
 
 def real_report():
