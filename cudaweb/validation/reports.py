@@ -85,7 +85,8 @@ def _figure_problem(report):
         shown = "%.6g" % value if isinstance(value, float) or abs(value) < 10 ** 15 else "an integer of %d digits" % (
             len(str(abs(value))))
         where = "/".join(str(p) for p in path)
-        check = report["checks"][path[1]] if len(path) >= 2 and path[0] == "checks" and isinstance(path[1], int) else None
+        in_check = len(path) >= 2 and path[0] == "checks" and isinstance(path[1], int)
+        check = report["checks"][path[1]] if in_check else None
         if isinstance(check, dict) and isinstance(check.get("id"), str):
             where = "check %s, %s" % (check["id"][:64], "/".join(str(p) for p in path[2:]))
         if isinstance(value, float) and not math.isfinite(value):

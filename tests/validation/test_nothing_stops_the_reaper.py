@@ -130,9 +130,9 @@ def test_a_kept_report_the_database_refuses_is_set_aside_once_and_the_others_are
                                                 status=Status.RUNNING, heartbeat=timezone.now())
     good_run = ValidationRun.objects.create(node=Node.objects.create(name="good", transport="local"),
                                             status=Status.RUNNING, heartbeat=timezone.now())
+    long_ago = timezone.now() - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S + 600)
     silent = ValidationRun.objects.create(node=Node.objects.create(name="silent", transport="local"),
-                                          status=Status.RUNNING,
-                                          heartbeat=timezone.now() - timedelta(seconds=settings.CUDAWEB_STALE_RUN_S + 600))
+                                          status=Status.RUNNING, heartbeat=long_ago)
     poisoned_path = kept(spool, poisoned_run, bad)
     kept(spool, good_run, real_report())
     with caplog.at_level(logging.ERROR):
