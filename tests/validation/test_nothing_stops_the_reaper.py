@@ -306,3 +306,34 @@ def test_validate_node_with_the_database_down_exits_3_without_a_traceback():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "database" in done.stderr
+
+
+def test_validate_node_wait_follows_a_run_to_its_real_end(spool):
+    """Before, --wait stopped at DASHBOARD_ERROR (exit 3) while a reaper stored the report as PASSED shortly after,
+    and at INTERRUPTED while the run's retry went on."""
+    import threading
+
+    from cudaweb.fleet.management.commands.validate_node import Command
+
+    report = real_report()
+    kept_run = ValidationRun.objects.create(node=Node.objects.create(name="kept", transport="local"),
+                                            status=Status.RUNNING)
+    services.run_finish(run=kept_run, status=Status.DASHBOARD_ERROR, report=report, report_unstored=True,
+                        reason="the database was away")
+    lost = ValidationRun.objects.create(node=Node.objects.create(name="lost", transport="local"),
+                                        status=Status.RUNNING)
+    dbretry.retrying(reaper._run_lost_record, run_id=lost.id, reason="the worker was killed")  # not queued
+    retry = ValidationRun.objects.get(retry_of=lost)
+
+    def later():
+        time.sleep(1.5)
+        assert reaper.reports_sweep(min_age_s=0) == 1
+        ValidationRun.objects.filter(id=retry.id).update(status=Status.RUNNING)
+        services.run_store_report(run=retry, report=report)
+        connection.close()
+
+    helper = threading.Thread(target=later)
+    helper.start()
+    ended = Command()._wait([kept_run, lost])
+    helper.join()
+    assert [(run.id, run.status) for run in ended] == [(kept_run.id, Status.PASSED), (retry.id, Status.PASSED)]
