@@ -263,7 +263,7 @@ def main(argv=None):
 
     django.setup()
     from django.core.management import call_command
-    from django.db.models import Count
+    from django.db.models import Count, Q
 
     call_command("migrate", verbosity=0)
     from cudaweb.nodes.models import Node
@@ -308,9 +308,9 @@ def main(argv=None):
             cutter = threading.Thread(target=_truncate_kept, args=(stop_cutting, spool, cut))
             if fault == "truncated-spool":
                 cutter.start()
-            while time.monotonic() - started < args.round_timeout_s and _riding_over(
-                    lambda: ValidationRun.objects.filter(id__in=list(_chain_ends(ids).values()),
-                                                         status__in=ValidationRun.LIVE).exists()):
+            while time.monotonic() - started < args.round_timeout_s and _riding_over(  # a report a reaper is to
+                    lambda: ValidationRun.objects.filter(id__in=list(_chain_ends(ids).values())).filter(  # store too
+                        Q(status__in=ValidationRun.LIVE) | Q(report_unstored=True)).exists()):
                 time.sleep(0.2)
             terminal_s = time.monotonic() - started
             blinker.join()
@@ -338,12 +338,13 @@ def main(argv=None):
                 round_log = fh.read()
             retried_writes = round_log.count(b"trying again in")
             requeued = round_log.count(b"queued again")
+            spool_refused = round_log.count(b"could not take the report")
             reasons = sorted({run.reason[:300] for run in finals.values() if run.status != ValidationRun.Status.PASSED})
             figures = {"round": number, "fault": fault, "did": done[0] if done else "", "terminal_s":
                        round(terminal_s, 2), "runs": len(ids), "stored": stored, "lost": lost,
                        "mislabelled": mislabelled, "live": live, "bad_runs": len(expected_bad), "states": dict(states),
                        "retried_writes": retried_writes, "retries": retries, "stored_by_reaper": late,
-                       "requeued": requeued,
+                       "requeued": requeued, "spool_refused": spool_refused,
                        "truncated": cut[0] if cut else 0, "reasons": reasons, "worker_errors": _errors_of(round_log)}
             rounds.append(figures)
             totals.update(states)
@@ -352,7 +353,8 @@ def main(argv=None):
                   "live %d (by the reaper %d)  writes retried %d  runs retried %d  requeued %d%s" % (
                       number, fault, figures["did"], terminal_s, dict(states), len(ids), stored, len(good), lost,
                       mislabelled, live, late, retried_writes, retries, requeued,
-                      "  truncated %d" % figures["truncated"] if fault == "truncated-spool" else ""), flush=True)
+                      "  truncated %d" % figures["truncated"] if fault == "truncated-spool" else
+                      "  spool refused %d" % spool_refused if fault == "full-spool" else ""), flush=True)
     finally:
         workers.stop()
         redis.terminate()
