@@ -222,6 +222,7 @@ CUDAWEB_AGENT_CACHE_DIR = env("CUDAWEB_AGENT_CACHE_DIR", str(BASE_DIR / "var" / 
 # once); a PENDING run older than CHECK whose task the broker no longer holds is queued again (twice at most), and
 # where the broker cannot be asked, only after MAX. Every worker reaps every REAP_EVERY seconds.
 CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
+CUDAWEB_HEARTBEAT_S = env_int("CUDAWEB_HEARTBEAT_S", 15)  # a running run's heartbeat; STALE_RUN_S is six of them
 CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
 CUDAWEB_FANOUT_MIN = env_int("CUDAWEB_FANOUT_MIN", 50)  # a bulk request this big is published by a worker
 # Key files are read only from this directory on the worker host; empty: key files are off (paste keys instead).

@@ -167,7 +167,7 @@ def peers_refresh(*, gpu_model):
         series = {}
         for metrics in Node.objects.filter(gpu_model=gpu_model).values_list("metrics", flat=True):
             for name, value in (metrics or {}).items():
-                if name in catalog.METRICS and isinstance(value, (int, float)):
+                if name in catalog.METRICS and catalog.finite(value):
                     series.setdefault(name, []).append(value)
         now = timezone.now()
         PeerBand.objects.bulk_create(

@@ -7,6 +7,7 @@ import os
 import time
 
 from django.core.management.base import BaseCommand
+from django.db.models import Q
 
 from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
 from cudaweb.nodes.models import Node
@@ -52,6 +53,13 @@ class Command(BaseCommand):
         return [found[name] for name in dict.fromkeys(options["nodes"])]
 
     def handle(self, *args, **options):
+        try:
+            return self._handle(options)
+        except dbretry.RETRYABLE as exc:  # before any run was queued, or while reading the last states: no verdict
+            raise InputError("the database does not answer (%s); no verdict" % str(exc).strip()[:300],
+                             returncode=EXIT_INCOMPLETE)
+
+    def _handle(self, options):
         if options["junit"] and not options["wait"]:
             raise InputError("--junit needs --wait (the file is written once the runs have ended)")
         if options["junit"] and not os.access(os.path.dirname(os.path.abspath(options["junit"])), os.W_OK):
@@ -71,24 +79,9 @@ class Command(BaseCommand):
             for run in runs:
                 self.stdout.write(str(run.id))
             return
-        deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
-        ids = [run.id for run in runs]
-        database_away = False
-        while time.monotonic() < deadline:
-            try:
-                if not ValidationRun.objects.filter(id__in=ids, status__in=ValidationRun.LIVE).exists():
-                    break
-            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
-                if not database_away:
-                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
-                database_away = True
-                dbretry.connection_drop()
-                time.sleep(2)
-                continue
-            time.sleep(POLL_S)
-        for run in runs:
-            dbretry.retrying(run.refresh_from_db, what="state of run %s" % run.id)
-        results = [{"node": run.node.name, "run": str(run.id), "status": run.status,
+        runs = self._wait(runs)
+        results = [{"node": run.node.name, "run": str(run.id), "retry_of": str(run.retry_of_id or "") or None,
+                    "status": run.status,
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
                     "running?" % run.status, "root_cause": run_root_cause(run=run), "report": run.report}
                    for run in runs]
@@ -111,3 +104,34 @@ class Command(BaseCommand):
         if any(run.is_live for run in runs) or any(s not in ValidationRun.VERDICT_STATUSES for s in statuses):
             raise SystemExit(EXIT_INCOMPLETE)
         raise SystemExit(EXIT_PASS if all(s == ValidationRun.Status.PASSED for s in statuses) else EXIT_FINDINGS)
+
+    def _wait(self, runs):
+        """Follow each run to its real end and answer the runs it ended as: an INTERRUPTED run's retry is followed
+        (its budget added to the wait), and a DASHBOARD_ERROR whose report a reaper is to store once the database
+        takes it (report_unstored) is waited on. Rides over the database going away."""
+        following = [run.id for run in runs]
+        deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
+        database_away = False
+        while time.monotonic() < deadline:
+            try:
+                if ValidationRun.objects.filter(id__in=following).filter(
+                        Q(status__in=ValidationRun.LIVE) | Q(status=ValidationRun.Status.DASHBOARD_ERROR,
+                                                             report_unstored=True)).exists():
+                    time.sleep(POLL_S)
+                    continue
+                retried = dict(ValidationRun.objects.filter(retry_of_id__in=following).values_list("retry_of_id", "id"))
+            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
+                if not database_away:
+                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
+                database_away = True
+                dbretry.connection_drop()
+                time.sleep(2)
+                continue
+            if not retried:
+                break
+            following = [retried.get(run_id, run_id) for run_id in following]
+            for retry in dbretry.retrying(lambda: list(ValidationRun.objects.select_related("node").filter(
+                    id__in=list(retried.values())))):
+                deadline = max(deadline, time.monotonic() + task_budget_s(retry) + GRACE_S)
+        return dbretry.retrying(lambda: [ValidationRun.objects.select_related("node").get(id=run_id)
+                                         for run_id in following], what="state of the runs")
