@@ -5,6 +5,8 @@
 Writes $OUT/gpu_faults.jsonl: one object a fault, {name, category, command, launcher, rc, seconds, timed_out,
 text, versions}; `command` is the exact command line (with its environment) that printed `text` (stdout and
 stderr together, as a terminal shows them). Faults that fill the GPU's memory run alone, before the others.
+Each result is also appended to $OUT/gpu_faults.partial.jsonl as it finishes; on SIGTERM (an outer timeout) the
+faults still running are ended by their process groups and that file is what is left.
 NCCL_NVLS_ENABLE=0 is kept in every fault's environment.
 """
 
@@ -15,6 +17,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +28,8 @@ import faults  # noqa: E402
 
 MAX_TEXT = 24 * 1024  # the head and the tail of a longer output (a log repeats itself)
 FIRST_PORT = 29711
+RUNNING = {}  # pid -> Popen of every fault still running: ended by their process groups on SIGTERM
+RUNNING_LOCK = threading.Lock()
 
 
 def versions():
@@ -56,6 +61,8 @@ def run_one(item, port, repo):
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable] + argv[1:], cwd=repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
+    with RUNNING_LOCK:
+        RUNNING[proc.pid] = proc
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=item["timeout"])
@@ -63,6 +70,9 @@ def run_one(item, port, repo):
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+    finally:
+        with RUNNING_LOCK:
+            RUNNING.pop(proc.pid, None)
     text = out.decode("utf-8", "replace")
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT // 2] + "\n[...]\n" + text[-MAX_TEXT // 2:]
@@ -89,7 +99,20 @@ def main():
     found = versions()
     print("versions:", json.dumps(found), flush=True)
     results = []
+    partial = (out_dir / "gpu_faults.partial.jsonl").open("w", encoding="utf-8")
+    partial_lock = threading.Lock()
 
+    def stop(signum, frame):  # an outer timeout: each fault's own session would outlive us, so end them first
+        with RUNNING_LOCK:
+            for pid in list(RUNNING):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        partial.flush()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     deadline = time.monotonic() + args.budget
 
     def one(item):
@@ -100,12 +123,16 @@ def main():
         result["versions"] = found
         print("%-52s rc=%s %5.1fs%s" % (item["name"], result["rc"], result["seconds"],
                                         " TIMEOUT" if result["timed_out"] else ""), flush=True)
+        with partial_lock:  # each result as it comes, so a run cut short still leaves what it printed
+            partial.write(json.dumps(result) + "\n")
+            partial.flush()
         return result
 
     results += [one(i) for i in items if i["serial"]]  # alone, first: they fill the GPU's memory
     with ThreadPoolExecutor(args.jobs) as pool:
         results += list(pool.map(one, [i for i in items if not i["serial"]]))
     results = [r for r in results if r is not None]
+    partial.close()
     with (out_dir / "gpu_faults.jsonl").open("w", encoding="utf-8") as fh:
         for result in sorted(results, key=lambda r: r["name"]):
             fh.write(json.dumps(result) + "\n")
