@@ -27,6 +27,8 @@ class Pattern:
     regex: object  # a linear-time (RE2) pattern: see linear.py
     weight: float
     source: str = ""  # the pattern as written, for linear.Screen
+    cited: str = ""  # where the wording comes from (a library source file, NVIDIA or PyTorch documentation)
+    line: str = ""  # the line there that the pattern was written from, as printed (tests/playbooks/test_provenance)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ def parse(data, source="<playbook>"):
         raise PlaybookError("%s: unknown category %r" % (source, data["category"]))
     match = data["match"] or {}
     try:
-        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"]), p["regex"])
+        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"]), p["regex"], p.get("source", ""),
+                                 p.get("line", ""))
                          for p in match.get("patterns") or [])
     except (linear.error, KeyError, TypeError, ValueError) as exc:
         raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
