@@ -46,6 +46,17 @@ class Playbook:
     signatures: frozenset
     patterns: tuple
     metric_conditions: tuple = field(default=())
+    fix_for: dict = field(default_factory=dict)  # a signature or OOM kind -> the index of the fix that answers it
+
+    def fixes_for(self, selected=()):
+        """The fixes, those answering what selected the playbook (signatures, OOM kinds; in that order) first: the
+        first fix shown follows the signature that led to it, not the playbook's most common cause."""
+        first = []
+        for key in selected:
+            index = self.fix_for.get(key)
+            if index is not None and index not in first:
+                first.append(index)
+        return [self.fixes[i] for i in first] + [fix for i, fix in enumerate(self.fixes) if i not in first]
 
 
 def parse(data, source="<playbook>"):
@@ -63,12 +74,15 @@ def parse(data, source="<playbook>"):
         raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
     if not patterns and not match.get("signatures"):
         raise PlaybookError("%s: selects nothing (no signatures, no patterns)" % source)
+    fix_for = dict(data.get("fix_for") or {})
+    if any(not isinstance(i, int) or not 0 <= i < len(data["fixes"]) for i in fix_for.values()):
+        raise PlaybookError("%s: fix_for names a fix that is not there" % source)
     return Playbook(
         id=data["id"], title=data["title"], category=data["category"], severity=data["severity"],
         summary=" ".join(str(data["summary"]).split()), symptoms=list(data["symptoms"]), causes=list(data["causes"]),
         diagnostics=list(data["diagnostics"]), fixes=list(data["fixes"]), references=list(data.get("references") or []),
         signatures=frozenset(match.get("signatures") or []), patterns=patterns,
-        metric_conditions=tuple(match.get("metrics") or []),
+        metric_conditions=tuple(match.get("metrics") or []), fix_for=fix_for,
     )
 
 

@@ -42,6 +42,12 @@ class Match:
     basis: str = "rules"  # "rules"; below MIN_SCORE "partial" (a near-miss rule) or "similar" (the fallback)
     similar_to: object = None  # similarity.Similar for the fallback
     then: bool = False  # a later failure in the same log, after the one that leads
+    kinds: list = field(default_factory=list)  # what the text's numbers show (OOM kinds), most likely first
+
+    @property
+    def fixes(self):
+        """The playbook's fixes, the one answering what selected it first (library.Playbook.fixes_for)."""
+        return self.playbook.fixes_for(list(self.signatures) + list(self.kinds))
 
     @property
     def confident(self):
@@ -52,7 +58,8 @@ class Match:
                "severity": self.playbook.severity, "score": round(self.score, 3), "basis": self.basis,
                "confident": self.confident, "then": self.then, "evidence": self.evidence,
                "signatures": self.signatures, "metrics": self.metrics,
-               "knowledge": [hit.as_dict() for hit in self.knowledge], "similar_to": None}
+               "knowledge": [hit.as_dict() for hit in self.knowledge], "similar_to": None,
+               "first_fix": self.fixes[0] if self.playbook.fixes else ""}
         if self.similar_to is not None:
             doc = self.similar_to.document
             out["similar_to"] = {"id": doc.id, "source": doc.source, "similarity": self.similar_to.score}
@@ -198,6 +205,8 @@ def triage(text="", signatures=(), metrics=None, exclude=(), similar=True):
         matches += below[:SIMILAR_SHOWN - len(matches)] if matches else below[:SIMILAR_SHOWN]
     found = facts_module.extract(data)
     oom = facts_module.oom_kinds(found, signatures) if matches and matches[0].playbook.category == "oom" else []
+    if oom:  # the specific diagnosis leads the generic list: the fix of what the numbers show comes first
+        matches[0].kinds = [kind["kind"] for kind in oom if kind["shown"]]
     return Triage(matches, candidates[:3], found, oom)
 
 
