@@ -43,6 +43,8 @@ class Entry:
     action: str = ""
     pattern: object = None  # compiled, for entries a fixed message cannot name (nvidia-smi -q fields, prose)
     pattern_source: str = ""
+    opens: object = None  # the playbook an operator opens first: the category, or `opens` where no rule scores it
+
 
 
 CONTEXTS_FILE = "number_contexts.yaml"
@@ -230,7 +232,7 @@ def _table(path, contexts):
                      e.get("category"), " ".join(str(e.get("meaning", "")).split()),
                      e.get("source") or (data.get("sources") or [""])[0], str(e.get("action") or ""),
                      linear.compile(e["pattern"]) if e.get("pattern") and e.get("category") else None,
-                     e.get("pattern") or "")
+                     e.get("pattern") or "", e.get("category") or e.get("opens"))
                for e in data.get("entries") or []]
     files = {}
     for item in data.get("sources_files") or []:

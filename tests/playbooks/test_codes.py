@@ -1,0 +1,68 @@
+"""Error codes as knowledge (issue 32): every value of cudaError_t and CUresult (CUDA 12.9 and 13.0), ncclResult_t
+(NCCL 2.32.3) and nvmlReturn_t (nvidia-ml-py 13.615.71), as the published headers enumerate them
+(knowledge/headers/codes.yaml, written by bench/code_headers.py), is in its knowledge table with its number and
+meaning, and every code, and every Xid of NVIDIA's catalogue, names the playbook an operator opens first. A text that
+prints a code is judged by the code's meaning: system-not-ready goes to fabric, MPS to compute_mode_busy."""
+
+import pytest
+import yaml
+
+from cudaweb.playbooks import knowledge
+from cudaweb.playbooks.library import load
+from cudaweb.playbooks.matcher import triage
+
+CODES = yaml.safe_load((knowledge.KNOWLEDGE_DIR / "headers" / "codes.yaml").read_text(encoding="utf-8"))
+TABLES = {t.name: t for t in knowledge.load().tables}
+SUCCESS = {"cudaSuccess", "CUDA_SUCCESS", "ncclSuccess", "NVML_SUCCESS"}
+
+
+def test_the_enumerations_are_those_of_the_headers_and_their_versions():
+    found = {(c["table"], c["version"]): len(c["codes"]) for c in CODES}
+    assert found == {("cuda_runtime", "CUDA 13.0"): 133, ("cuda_driver", "CUDA 13.0"): 101,
+                     ("cuda_runtime", "CUDA 12.9"): 133, ("cuda_driver", "CUDA 12.9"): 100,
+                     ("nccl", "NCCL 2.32.3"): 9, ("nvml", "nvidia-ml-py 13.615.71"): 32}
+
+
+@pytest.mark.parametrize("enumeration", CODES, ids=lambda c: "%s %s" % (c["enum"], c["version"]))
+def test_every_code_of_every_header_is_in_its_table_with_its_number_and_meaning(enumeration):
+    entries = {e.name: e for e in TABLES[enumeration["table"]].entries}
+    missing = sorted(name for name in enumeration["codes"] if name not in entries)
+    assert missing == []
+    wrong = sorted(name for name, value in enumeration["codes"].items() if entries[name].number != value)
+    assert wrong == []
+    assert all(entries[name].meaning and entries[name].source.startswith("https://") for name in enumeration["codes"])
+
+
+@pytest.mark.parametrize("table", ["cuda_runtime", "cuda_driver", "nccl", "nvml", "xid"])
+def test_every_code_and_every_xid_names_the_playbook_an_operator_opens_first(table):
+    books = set(load())
+    unmapped = [e.name for e in TABLES[table].entries if e.name not in SUCCESS and e.opens not in books]
+    assert unmapped == []
+
+
+@pytest.mark.parametrize("name, playbook", [
+    ("cudaErrorSystemNotReady", "fabric"), ("CUDA_ERROR_SYSTEM_NOT_READY", "fabric"),
+    ("cudaErrorMpsServerNotReady", "compute_mode_busy"), ("CUDA_ERROR_MPS_CONNECTION_FAILED", "compute_mode_busy"),
+    ("cudaErrorMpsClientTerminated", "compute_mode_busy"), ("cudaErrorDevicesUnavailable", "compute_mode_busy"),
+    ("cudaErrorECCUncorrectable", "gpu_hardware"), ("NVML_ERROR_RESET_REQUIRED", "gpu_hardware"),
+    ("NVML_ERROR_GPU_IS_LOST", "gpu_hardware"), ("cudaErrorSystemDriverMismatch", "driver_runtime_mismatch"),
+])
+def test_the_codes_an_operator_meets_open_the_playbook_their_meaning_names(name, playbook):
+    entry = next(e for t in TABLES.values() for e in t.entries if e.name == name)
+    assert entry.opens == playbook
+
+
+@pytest.mark.parametrize("text, playbook", [
+    ("RuntimeError: CUDA error: system not yet initialized", "fabric"),
+    ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+     "before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized",
+     "fabric"),
+    ("cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY", "fabric"),
+    ("RuntimeError: CUDA error: MPS client failed to connect to the MPS control daemon or the MPS server",
+     "compute_mode_busy"),
+    ("cudaErrorMpsServerNotReady", "compute_mode_busy"),
+])
+def test_a_text_that_prints_a_code_is_judged_by_the_codes_meaning(text, playbook):
+    found = triage(text).playbooks
+    assert found and found[0].playbook.id == playbook and found[0].confident, [
+        (m.playbook.id, m.score) for m in found]
