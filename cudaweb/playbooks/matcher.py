@@ -43,11 +43,12 @@ class Match:
     similar_to: object = None  # similarity.Similar for the fallback
     then: bool = False  # a later failure in the same log, after the one that leads
     kinds: list = field(default_factory=list)  # what the text's numbers show (OOM kinds), most likely first
+    pattern_fixes: list = field(default_factory=list)  # the fixes its matched patterns name, in text order
 
     @property
     def fixes(self):
         """The playbook's fixes, the one answering what selected it first (library.Playbook.fixes_for)."""
-        return self.playbook.fixes_for(list(self.signatures) + list(self.kinds))
+        return self.playbook.fixes_for(list(self.signatures) + list(self.kinds), self.pattern_fixes)
 
     @property
     def confident(self):
@@ -105,7 +106,7 @@ def _line_of(data, start):
 
 
 def _score(book, text, signatures, metrics, hits, present):
-    score, evidence, found_signatures, met, used = 0.0, {}, [], [], []
+    score, evidence, found_signatures, met, used, fixes = 0.0, {}, [], [], [], []
     for signature in sorted(book.signatures & set(signatures)):
         score += SIGNATURE_WEIGHT
         found_signatures.append(signature)
@@ -114,12 +115,14 @@ def _score(book, text, signatures, metrics, hits, present):
         if isinstance(value, (int, float)) and "below" in condition and value < condition["below"]:
             score += METRIC_WEIGHT
             met.append("%s %.3g < %.3g" % (condition["metric"], value, condition["below"]))
-    for pattern in book.patterns:
+    for order, pattern in enumerate(book.patterns):
         found = pattern.regex.search(text) if id(pattern) in present else None
         if found:
             score += pattern.weight
             offset, line = _line_of(text, found.start())
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
+            if pattern.fix != -1:  # at one place, the narrower wording (declared later) names its fix first
+                fixes.append((found.start(), -order, pattern.fix))
     by_place = {}  # one place in the text counts once: "unknown error" is in three tables, not three errors
     for hit in hits:
         if hit.entry.category == book.category:
@@ -129,7 +132,8 @@ def _score(book, text, signatures, metrics, hits, present):
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
     score += min(sum(by_place.values()), KNOWLEDGE_CAP)
     lines = [evidence[k] for k in sorted(evidence)][:MAX_EVIDENCE_LINES]
-    return Match(book, score, lines, found_signatures, met, used, min(evidence) if evidence else None)
+    return Match(book, score, lines, found_signatures, met, used, min(evidence) if evidence else None,
+                 pattern_fixes=[index for _, _, index in sorted(fixes)])
 
 
 def _order(matches):
