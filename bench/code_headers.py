@@ -1,11 +1,13 @@
 """The error-code enumerations of the published headers, extracted into one file the tests count the tables against.
 
-    python bench/code_headers.py [--cuda13 DIR] [--cuda12 DIR] [--nccl DIR]      # writes CODES_PATH
+    python bench/code_headers.py [--cuda13 DIR] --cuda12 DIR --nccl DIR --nverror FILE     # writes CODES_PATH
 
 Sources (issue 32): CUDA 13.0's driver_types.h (cudaError) and cuda.h (CUresult) as nvcc 13.0 installs them
 (/usr/local/cuda-13.0/include); CUDA 12.9's from the nvidia-cuda-runtime-cu12 12.9.79 wheel (include/); NCCL 2.32.3's
 nccl.h (ncclResult_t) from the nvidia-nccl-cu12 2.32.3 wheel; NVML's nvmlReturn_t as nvidia-ml-py (the agent's
-pynvml, a mirror of nvml.h) defines it. Each enumeration keeps its header, version and every name with its value.
+pynvml, a mirror of nvml.h) defines it; the Xids of nverror.h in NVIDIA/open-gpu-kernel-modules (commit 0b7b804,
+src/common/sdk/nvidia/inc/nverror.h, its #define lines). Each enumeration keeps its header, version and every name
+with its value.
 """
 
 import argparse
@@ -55,13 +57,22 @@ def nvml():
              "version": "nvidia-ml-py " + importlib.metadata.version("nvidia-ml-py"), "codes": codes}]
 
 
+def xid(path):
+    codes = {name: int(value) for name, value in
+             re.findall(r"^#define\s+(\w+)\s+\((\d+)\)", Path(path).read_text(), re.M)}
+    return [{"table": "xid", "enum": "Xid (nverror.h)", "header": "nverror.h",
+             "version": "open-gpu-kernel-modules 0b7b804", "codes": codes}]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuda13", default="/usr/local/cuda-13.0/include")
     parser.add_argument("--cuda12", required=True, help="include/ of the nvidia-cuda-runtime-cu12 12.9.79 wheel")
     parser.add_argument("--nccl", required=True, help="include/ of the nvidia-nccl-cu12 2.32.3 wheel")
+    parser.add_argument("--nverror", required=True, help="nverror.h of open-gpu-kernel-modules at 0b7b804")
     args = parser.parse_args()
-    found = cuda(args.cuda13, "CUDA 13.0") + cuda(args.cuda12, "CUDA 12.9") + nccl(args.nccl, "NCCL 2.32.3") + nvml()
+    found = cuda(args.cuda13, "CUDA 13.0") + cuda(args.cuda12, "CUDA 12.9") + nccl(args.nccl, "NCCL 2.32.3") + nvml() \
+        + xid(args.nverror)
     CODES_PATH.parent.mkdir(exist_ok=True)
     header = ("# Error-code enumerations of the published headers (bench/code_headers.py writes this file; do not edit):\n"
               "# tests/playbooks/test_codes.py counts the knowledge tables against them.\n")
