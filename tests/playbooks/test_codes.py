@@ -74,3 +74,19 @@ def test_a_text_that_prints_a_code_is_judged_by_the_codes_meaning(text, playbook
     found = triage(text).playbooks
     assert found and found[0].playbook.id == playbook and found[0].confident, [
         (m.playbook.id, m.score) for m in found]
+
+
+def test_every_nvml_code_as_pynvml_raises_it_names_its_code():
+    """pynvml's exception classes (NVMLError_ResetRequired, ...) are the names a Python traceback prints."""
+    pynvml = pytest.importorskip("pynvml")
+    table = {e.number: e for e in TABLES["nvml"].entries if e.number is not None}
+    for number, cls in pynvml.NVMLError._valClassMapping.items():
+        entry = table[number]
+        assert cls.__name__ in entry.aliases, (number, cls.__name__)
+        hits = knowledge.load().hits("pynvml.%s: %s" % (cls.__name__, entry.messages[0] if entry.messages else ""))
+        assert any(h.entry.name == entry.name and h.how == "name" for h in hits) or not entry.category, cls.__name__
+
+
+def test_a_gpu_that_asks_for_a_reset_through_pynvml_opens_gpu_hardware():
+    found = triage("pynvml.NVMLError_ResetRequired: GPU requires reset").playbooks
+    assert found[0].playbook.id == "gpu_hardware" and found[0].confident
