@@ -167,6 +167,8 @@ class MatchOut(Schema):
     metrics: List[str]
     knowledge: List[KnowledgeHitOut]
     similar_to: Optional[SimilarOut] = None
+    first_fix: str = Field("", description="the playbook's fix for what selected it (a signature, the OOM kind its "
+                                            "numbers show, the wording matched): the one to try first")
 
 
 class TriageOut(Schema):

@@ -89,7 +89,7 @@ def run_sections(*, checks, playbooks, cause=None):
             and layer_rank.get(check.layer, len(layer_rank)) >= root_rank
         return {"check": check, "inline": inline or None, "match": first,
                 "playbook": first.playbook if first else None,
-                "first_fix": first.playbook.fixes[0] if first and first.playbook.fixes else "",
+                "first_fix": first.fixes[0] if first and first.playbook.fixes else "",
                 "matched_lines": first.evidence if first else [],
                 "skipped": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK not in c.summary],
                 "not_counted": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK in c.summary],
