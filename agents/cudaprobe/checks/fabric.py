@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from agents.cudaprobe import children, counters, nvsmi, nvsmi_fabric, proc, sysfs
+from agents.cudaprobe import children, counters, fabric_expectations, nvsmi, nvsmi_fabric, proc, sysfs
 from agents.cudaprobe.checks.driver import DMESG_TIME, _boot_time, _driver_query_limit, _since, _smi
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import check
@@ -39,18 +39,31 @@ def _nvml_fabric(ctx):
 
 
 def _links_via_smi(ctx):
-    """[{"index", "links": [{"link", "active", "speed_gbs", "counters"}]}] from nvidia-smi nvlink -s / -e, or an
-    error text."""
+    """([{"index", "name", "links": [{"link", "active", "speed_gbs", "counters"}]}] from nvidia-smi nvlink -s / -e,
+    the raw text, why no counter was read or ""), or (None, the error text, "")."""
     status = _smi(ctx, ["nvlink", "-s"])
     if not status.ok:
-        return None, "nvidia-smi nvlink -s: %s" % (nvsmi.failure_signature(status) or status.combined()[:200])
+        return None, "nvidia-smi nvlink -s: %s" % (nvsmi.failure_signature(status) or status.combined()[:200]), ""
     gpus = nvsmi_fabric.parse_link_status(status.stdout)
     errors = _smi(ctx, ["nvlink", "-e"])
     found = nvsmi_fabric.parse_link_errors(errors.stdout) if errors.ok else {}
     for gpu in gpus:
         for link in gpu["links"]:
             link["counters"] = found.get(gpu["index"], {}).get(link["link"], {})
-    return gpus, status.stdout + ("\n" + errors.stdout if errors.ok else "")
+    unread = "" if found else "nvidia-smi nvlink -e %s" % (
+        "listed no counter" if errors.ok else "failed: %s" % (nvsmi.failure_signature(errors)
+                                                              or errors.combined()[:200]))
+    return gpus, status.stdout + ("\n" + errors.stdout if errors.ok else ""), unread
+
+
+def _board(ctx, gpus):
+    """(fabric_expectations row or None, model name, GPU count): the names nvidia-smi -L gave, else those the link
+    listing carries; a host of mixed models has no row."""
+    listed = ctx.facts.get("driver_gpus") or gpus or []
+    names = sorted({g.get("name") for g in listed if g.get("name")})
+    if len(names) != 1:
+        return None, " + ".join(names) or "an unknown GPU", len(listed)
+    return fabric_expectations.board_for(names[0]), names[0], len(listed)
 
 
 def _down_links(gpus, topology_nvlink):
@@ -66,26 +79,72 @@ def _down_links(gpus, topology_nvlink):
     return down
 
 
+def _short_of(gpus, expected, bridged):
+    """'GPU n: a of b links active (...)' for each GPU with fewer links listed or active than its SKU has. A bridge
+    board's GPU with no link active has no bridge fitted: only some active is short."""
+    short = []
+    for gpu in gpus:
+        active = [link["link"] for link in gpu["links"] if link["active"]]
+        if len(active) >= expected or (bridged and not active):
+            continue
+        inactive = [link["link"] for link in gpu["links"] if not link["active"]]
+        short.append("GPU %d: %d of %d links active (%s)" % (gpu["index"], len(active), expected, "; ".join(
+            part for part in ("%d listed" % len(gpu["links"]) if len(gpu["links"]) < expected else "",
+                              "link %s inactive" % ",".join(map(str, inactive[:18])) if inactive else "") if part)))
+    return short
+
+
 @check("fabric.nvlink", "L1", "NVLink state, speed and error counters", requires=["driver.topology"])
 def fabric_nvlink(ctx):
     topology = (ctx.facts.get("topology") or {}).get("links") or {}
     topology_nvlink = any(kind.startswith("NV") for kind in topology.values())
     nvml = _nvml_fabric(ctx)
     if "error" not in nvml:
-        gpus, via, raw = nvml["gpus"], "NVML", ""
+        gpus, via, raw, unread = nvml["gpus"], "NVML", "", ""
+        if not any(link.get("counters") for gpu in gpus for link in gpu["links"]):
+            unread = "NVML returned no error counter"
     else:
-        gpus, raw = _links_via_smi(ctx)
+        gpus, raw, unread = _links_via_smi(ctx)
         via = "nvidia-smi nvlink (NVML not used: %s)" % nvml.get("error")
-        if gpus is None:
-            if topology_nvlink:
-                return warned("the topology joins the GPUs by NVLink but the links could not be read (%s)" % raw,
-                              evidence=raw, signatures=["nvlink_unreadable"])
-            return passed("no NVLink to read (%s)" % raw, metrics={"nvlink_active_links": 0})
+    board, model, count = _board(ctx, gpus)
+    expected = fabric_expectations.links_per_gpu(board, model) if board and board["domain"] != "none" else 0
+    # An SXM board's links must all be up: HGX ones where the host holds more than one of its GPUs (a single GPU
+    # of an HGX board lent to a VM has no peer here), an NVL72 tray's always (they go to the switch trays).
+    sxm = bool(expected) and (board["domain"] == "nvl72" or (board["domain"] == "hgx" and count > 1))
+    if gpus is None:
+        if topology_nvlink or sxm:
+            return warned("NVLinks not read (%s)%s: not judged" % (raw, (
+                "; this %s has %d per GPU" % (board["key"], expected)) if sxm else
+                "; the topology joins the GPUs by NVLink"), evidence=raw, signatures=["nvlink_unreadable"])
+        return passed("no NVLink to read (%s)" % raw, metrics={"nvlink_active_links": 0})
     active = sum(1 for gpu in gpus for link in gpu["links"] if link["active"])
-    if not active and not topology_nvlink:
-        return passed("no NVLink on this host (%d GPU(s), no active link; read through %s)" % (len(gpus), via),
-                      metrics={"nvlink_active_links": 0}, evidence=raw or json.dumps(gpus)[:2000])
+    listed = sum(len(gpu["links"]) for gpu in gpus)
+    evidence_raw = raw or json.dumps(gpus)[:2000]
+    if sxm and not listed:
+        why = "%s listed %d GPU(s) but no link" % (via, len(gpus))
+        if topology_nvlink:
+            return warned("NVLinks not read: %s, while the topology joins the GPUs by NVLink (%s); this %s has %d "
+                          "per GPU: not judged" % (why, ", ".join(sorted(set(topology.values()))), board["key"],
+                                                   expected), evidence=evidence_raw,
+                          metrics={"nvlink_active_links": 0, "nvlink_links_expected_per_gpu": expected},
+                          signatures=["nvlink_unreadable"])
+        return failed("no NVLink on this %s, whose GPUs have %d each: %s and the topology shows none: the links "
+                      "are down, the fabric is not trained or NVLink is disabled" % (board["key"], expected, why),
+                      evidence=evidence_raw, metrics={"nvlink_active_links": 0,
+                                                      "nvlink_links_expected_per_gpu": expected},
+                      signatures=["nvlink_link_down"])
+    if not active and not topology_nvlink and not sxm:
+        if expected and board["domain"] == "hgx":
+            return passed("no NVLink in use: one %s GPU on this host, whose NVLinks join it to no other GPU here "
+                          "(%d listed, none active; read through %s)" % (model, listed, via),
+                          metrics={"nvlink_active_links": 0}, evidence=evidence_raw)
+        return passed("no NVLink on this host (%d GPU(s), no active link; read through %s)%s" % (
+            len(gpus), via, "; no NVLink bridge in use on this %s (if it should have bridges, they are missing or "
+            "not seated)" % board["key"] if board and board["domain"] == "bridge" else ""),
+            metrics={"nvlink_active_links": 0}, evidence=evidence_raw)
     down = _down_links(gpus, topology_nvlink)
+    short = _short_of(gpus, expected, board["domain"] == "bridge") if expected and (
+        sxm or board["domain"] == "bridge") else []
     current, lines = {}, []
     speeds = [link.get("speed_gbs") or (link.get("speed_mbps") or 0) / 1000.0 or None
               for gpu in gpus for link in gpu["links"] if link["active"]]
@@ -106,22 +165,43 @@ def fabric_nvlink(ctx):
             or "none read", ("; " + "; ".join(noisy)) if noisy else ""))
     metrics = dict(current, nvlink_active_links=active, nvlink_links_down=len(down),
                    nvlink_errors_total=sum(current.values()))
+    if expected:
+        metrics["nvlink_links_expected_per_gpu"] = expected
     if speeds:
         metrics["nvlink_speed_min_gbs"] = round(min(speeds), 3)
-    evidence = "\n".join(["read through %s" % via] + lines + ([raw[:2000]] if raw else []))
+    evidence = "\n".join(["read through %s" % via] + (["expected: %d NVLinks per GPU (%s)" % (
+        expected, board["key"])] if expected else []) + (["counters not read: %s" % unread] if unread else [])
+        + lines + ([raw[:2000]] if raw else []))
     if down:
-        return failed("NVLink down: %s (the topology joins these GPUs by NVLink): a link, its cable tray or an "
-                      "NVSwitch is faulty, or the fabric is not trained" % ", ".join(
-                          "GPU %d link %d" % pair for pair in down[:12]), evidence=evidence, metrics=metrics,
-                      signatures=["nvlink_link_down"])
+        return failed("NVLink down: %s (%s): a link, its cable tray or an NVSwitch is faulty, or the fabric is "
+                      "not trained" % (", ".join("GPU %d link %d" % pair for pair in down[:12]), (
+                          "the topology joins these GPUs by NVLink" if topology_nvlink else
+                          "the same link is up on another GPU here") + (
+                          "; this %s has %d per GPU" % (board["key"], expected) if short else "")),
+                      evidence=evidence, metrics=metrics, signatures=["nvlink_link_down"])
+    if short:
+        return failed("NVLinks short of this %s's %d per GPU: %s: a link, its cable tray, bridge or NVSwitch is "
+                      "faulty, or the fabric is not trained" % (board["key"], expected, "; ".join(short[:8])),
+                      evidence=evidence, metrics=metrics, signatures=["nvlink_link_down"])
     grown, since_reset, baseline = counters.growth("fabric.nvlink", current, ctx.options.get("fabric_previous"))
     if grown or since_reset:
         return warned("NVLink error counters %s" % counters.describe(grown, since_reset, baseline),
                       evidence=evidence, metrics=metrics,
                       signatures=["nvlink_errors_growing" if grown else "nvlink_errors_since_reset"])
-    return passed("%d NVLink(s) active over %d GPU(s)%s, no error counted%s" % (
+    # "no error counted" only of the GPUs whose counters were read
+    unread_gpus = [gpu["index"] for gpu in gpus if any(link["active"] for link in gpu["links"])
+                   and not any(link.get("counters") for link in gpu["links"])]
+    if unread and len(unread_gpus) == len(gpus):
+        counted = ", error counters not read (%s)" % unread
+    elif unread_gpus:
+        counted = ", no error counted on the GPUs whose counters were read (GPU %s: not read)%s" % (
+            ",".join(map(str, unread_gpus)), " since the previous validation" if baseline else "")
+    else:
+        counted = ", no error counted%s" % (" since the previous validation" if baseline else "")
+    return passed("%d NVLink(s) active over %d GPU(s)%s%s%s" % (
         active, len(gpus), " at %.1f GB/s" % min(speeds) if speeds else "",
-        " since the previous validation" if baseline else ""), evidence=evidence, metrics=metrics)
+        " (%d per GPU, as this %s has)" % (expected, board["key"]) if short == [] and sxm else "", counted),
+        evidence=evidence, metrics=metrics)
 
 
 def _fabric_states(ctx):
@@ -227,6 +307,14 @@ def fabric_infiniband(ctx):
             return failed("this node should have InfiniBand at %g Gb/s but there is no HCA under %s" % (
                 expected, where), signatures=["ib_port_missing"])
         return passed("no InfiniBand or RoCE HCA under %s: nothing to check" % where, metrics={"ib_ports": 0})
+    if expected and not any((port["link_layer"] or "").lower() == "infiniband" for port in ports):
+        # RoCE ports are Ethernet: a node that should be on the InfiniBand fabric is not, however well they run
+        return failed("this node should have InfiniBand at %g Gb/s but its HCA ports are RoCE only (link layer %s): "
+                      "%s" % (expected, "/".join(sorted({str(p["link_layer"]) for p in ports})), ", ".join(
+                          "%s %s" % (_port_name(p), p["rate"]) for p in ports)),
+                      evidence="\n".join("%s (%s, PCI %s): %s" % (_port_name(p), p["link_layer"], p["bdf"], p["rate"])
+                                         for p in ports), metrics={"ib_ports": len(ports), "ib_ports_infiniband": 0},
+                      signatures=["ib_port_missing"])
     fails, warns, signatures, lines, current = [], [], [], [], {}
     fastest = {}  # per link layer: a RoCE port is not compared with the InfiniBand ones
     for port in ports:
