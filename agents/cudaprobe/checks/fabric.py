@@ -377,17 +377,31 @@ def fabric_infiniband(ctx):
         evidence=evidence, metrics=metrics)
 
 
-@check("fabric.pcie_aer", "L1", "PCIe AER error counters of the GPUs and HCAs")
+def _aer_functions(base):
+    """[(bdf, what)]: the GPUs and HCAs, then each PCIe port above them (switch and root ports, where the errors
+    of a bad riser, retimer or cable show), each port once, named after the first device below it."""
+    functions = sysfs.gpu_and_hca_functions(base)
+    seen = {bdf for bdf, _ in functions}
+    ports = []
+    for bdf, what in functions:
+        for port in sysfs.upstream_ports(base, bdf):
+            if port not in seen:
+                seen.add(port)
+                ports.append((port, "port above %s %s" % (what, bdf)))
+    return functions, ports
+
+
+@check("fabric.pcie_aer", "L1", "PCIe AER error counters of the GPUs and HCAs and the ports above them")
 def fabric_pcie_aer(ctx):
     base = sysfs.root(ctx.environ)
-    functions = sysfs.gpu_and_hca_functions(base)
-    readings = [(bdf, what, sysfs.aer(base, bdf)) for bdf, what in functions]
+    functions, ports = _aer_functions(base)
+    readings = [(bdf, what, sysfs.aer(base, bdf)) for bdf, what in functions + ports]
     readings = [r for r in readings if r[2] is not None]
     if not readings:
         return skipped("no AER counters for %s under %s (no AER capability, or a VM that hides it)" % (
             ", ".join("%s %s" % (what, bdf) for bdf, what in functions) or "any GPU or HCA",
             os.path.join(base, "bus", "pci", "devices")))
-    current, lines = {}, []
+    current, lines, uncorrectable = {}, [], []
     for bdf, what, found in readings:
         for kind in ("correctable", "nonfatal", "fatal"):
             if kind in found:
@@ -397,16 +411,35 @@ def fabric_pcie_aer(ctx):
         lines.append("%s %s: correctable=%s nonfatal=%s fatal=%s%s" % (
             what, bdf, found.get("correctable"), found.get("nonfatal"), found.get("fatal"),
             " (%s)" % detail if detail else ""))
-    metrics = dict(current, pcie_aer_errors_total=sum(current.values()), pcie_aer_functions=len(readings))
-    evidence = "\n".join(lines)
+        for kind in ("fatal", "nonfatal"):
+            if found.get(kind):
+                uncorrectable.append((kind, bdf, what, found[kind], ", ".join(
+                    "%s=%d" % kv for kv in sorted(found["lines"].get(kind, {}).items()))))
+    metrics = dict(current, pcie_aer_errors_total=sum(current.values()), pcie_aer_functions=len(readings),
+                   pcie_aer_ports_read=sum(1 for bdf, *_ in readings if bdf in dict(ports)))
+    evidence = "\n".join(lines + (["ports above the devices: none found (bus/pci/devices/<bdf> not a link into "
+                                   "devices/)"] if not ports else []))
     grown, since_reset, baseline = counters.growth("fabric.pcie_aer", current, ctx.options.get("fabric_previous"))
+    if uncorrectable:
+        # Uncorrectable errors fail whenever counted, first validation or not: a count carried over from a previous
+        # run would otherwise become the baseline and pass. The kernel counts them since boot (or the device's
+        # reset), so one that is fixed and rebooted reads 0 again.
+        fatal = any(kind == "fatal" for kind, *_ in uncorrectable)
+        return failed("uncorrectable PCIe errors (AER) %s: %s: the link (riser, retimer, cable) or the device is "
+                      "failing%s" % (
+                          "since the previous validation" if baseline else "since boot", "; ".join(
+                              "%s %s=%d on %s %s%s" % (kind, "TOTAL_ERR_" + kind.upper(), count, what, bdf,
+                                                       " (%s)" % names if names else "")
+                              for kind, bdf, what, count, names in uncorrectable[:8]),
+                          "; counted before the previous validation too: they count until a reboot" if baseline and
+                          not any(key.split(".")[0] in ("pcie_aer_fatal", "pcie_aer_nonfatal")
+                                  for key, *_ in grown + since_reset) else ""),
+                      evidence=evidence, metrics=metrics,
+                      signatures=["pcie_aer_fatal" if fatal else "pcie_aer_nonfatal"])
     phrase = counters.describe(grown, since_reset, baseline)
-    if any(key.startswith("pcie_aer_fatal.") for key, _, _ in grown):
-        return failed("fatal PCIe errors (AER) %s: the link or the device is failing" % phrase, evidence=evidence,
-                      metrics=metrics, signatures=["pcie_aer_fatal"])
     if grown or since_reset:
-        kinds = sorted({key.split(".")[0][len("pcie_aer_"):] for key, *_ in grown + since_reset})
-        return warned("PCIe AER %s counters %s" % ("/".join(kinds), phrase), evidence=evidence, metrics=metrics,
+        return warned("PCIe AER correctable counters %s" % phrase, evidence=evidence, metrics=metrics,
                       signatures=["pcie_aer_errors_growing" if grown else "pcie_aer_errors_since_reset"])
-    return passed("no PCIe AER error on %d function(s)%s" % (
-        len(readings), " since the previous validation" if baseline else ""), evidence=evidence, metrics=metrics)
+    return passed("no PCIe AER error on %d function(s) (%d port(s) above the devices)%s" % (
+        len(readings), metrics["pcie_aer_ports_read"], " since the previous validation" if baseline else ""),
+        evidence=evidence, metrics=metrics)
