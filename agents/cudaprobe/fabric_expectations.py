@@ -52,7 +52,8 @@ BOARDS = (
      "sources": {"links": "docs/reference/skus.json (B200: nvlink_links 18)",
                  "fabric_manager": FM_GUIDE + " (Overview, 'NVIDIA HGX B200/B100 GPU Baseboard'; 'What is NVLink "
                                               "Subnet Manager?': FM runs with NVLSM on fourth-generation NVSwitch "
-                                              "systems)",
+                                              "systems; without them the GPUs stay 'In Progress', as quoted in "
+                                              "https://github.com/siderolabs/extensions/pull/717)",
                  "fabric_state": NVML_FABRIC}},
     {"key": "H100 NVL (bridged PCIe)", "sku": ("H100 NVL",), "domain": "bridge", "fabric_state": False,
      "sources": {"links": "docs/reference/skus.json (H100 NVL: 12 links through NVLink bridges, 600 GB/s)",
@@ -72,7 +73,10 @@ BOARDS = (
                                                   "Software, NMX, on the switch trays)",
                  "fabric_state": NVML_FABRIC + " (cliqueId, clusterUuid: the GPUs of one NVLink domain share the "
                                                "cluster UUID); https://github.com/NVIDIA/nccl/issues/1301 (NCCL "
-                                               "needs both to use multi-node NVLink)",
+                                               "needs both to use multi-node NVLink); "
+                                               "https://github.com/Azure/azhpc-images/pull/506 (GB200/GB300 nodes: "
+                                               "State Completed, Status Success, CliqueId non-zero, ClusterUUID "
+                                               "non-zero)",
                  "imex": IMEX_GUIDE + " (IMEX runs on each compute tray of the domain; memory shared across "
                                       "trays needs it)"}},
     {"key": "GB300 NVL72 compute tray", "names": ("NVIDIA GB300",), "nvlink_links": 18, "domain": "nvl72",
@@ -80,7 +84,7 @@ BOARDS = (
      "sources": {"links": "https://docs.nvidia.com/base-command-manager/product-manuals/nvidia-mission-control/"
                           "nvlinkinfo (GB200/GB300: NVLink 5, 18 links per GPU)",
                  "fabric_manager": NVL72_FABRIC,
-                 "fabric_state": NVML_FABRIC,
+                 "fabric_state": NVML_FABRIC + "; https://github.com/Azure/azhpc-images/pull/506",
                  "imex": IMEX_GUIDE}},
     {"key": "A100 PCIe (optional bridge)", "sku": ("A100 PCIe 80GB", "A100 PCIe 40GB"), "domain": "bridge",
      "fabric_state": False,

@@ -205,7 +205,8 @@ def fabric_nvlink(ctx):
 
 
 def _fabric_states(ctx):
-    """[{"bus_id", "state", "status"}] per GPU: NVML's fabric info first, else nvidia-smi -q's Fabric section."""
+    """[{"bus_id", "state", "status", "clique_id", "cluster_uuid"}] per GPU: NVML's fabric info first, else
+    nvidia-smi -q's Fabric section."""
     nvml = _nvml_fabric(ctx)
     if "error" not in nvml and all(gpu.get("fabric") for gpu in nvml["gpus"]):
         return [dict(gpu["fabric"], bus_id=gpu["bus_id"]) for gpu in nvml["gpus"]], "NVML"
@@ -213,15 +214,6 @@ def _fabric_states(ctx):
     if not result.ok:
         return [], "nvidia-smi -q failed (%s)" % nvsmi.failure_signature(result)
     return nvsmi_fabric.parse_fabric(result.stdout), "nvidia-smi -q"
-
-
-def _fabric_manager_running(ctx):
-    proc_dir = ctx.path("PROC_DIR", "/proc")
-    for pid in os.listdir(proc_dir) if os.path.isdir(proc_dir) else []:
-        comm = sysfs.read(os.path.join(proc_dir, pid, "comm")) if pid.isdigit() else None
-        if comm and comm.startswith("nv-fabricmanag"):
-            return True
-    return False
 
 
 def _sxid_lines(ctx):
@@ -240,17 +232,91 @@ def _sxid_lines(ctx):
     return new, old
 
 
+def _process_running(ctx, prefix):
+    """Whether a process whose name (/proc/<pid>/comm, 15 characters at most) starts with `prefix` runs: what
+    `pgrep` reads, without depending on systemd (a container or a non-systemd host runs them too)."""
+    proc_dir = ctx.path("PROC_DIR", "/proc")
+    for pid in os.listdir(proc_dir) if os.path.isdir(proc_dir) else []:
+        comm = sysfs.read(os.path.join(proc_dir, pid, "comm")) if pid.isdigit() else None
+        if comm and comm.startswith(prefix):
+            return True
+    return False
+
+
+def _fabric_manager_running(ctx):
+    return _process_running(ctx, "nv-fabricmanag")  # nv-fabricmanager, cut to 15 characters
+
+
+def _imex_running(ctx):
+    return _process_running(ctx, "nvidia-imex")
+
+
+NO_CLUSTER = (None, "", "N/A", "00000000-0000-0000-0000-000000000000")
+NO_CLIQUE = ("None", "", "N/A", "0")
+
+
+def _nvl72_fabric(ctx, board, states, evidence, metrics):
+    """An NVL72 compute tray: its GPUs registered with the NVLink domain the switch trays set up (state Completed,
+    status Success, one clique, a cluster UUID), and IMEX running here. No Fabric Manager on the tray."""
+    sources = board["sources"]
+    where = "the NVLink domain is set up by the NVLink switch trays (NMX), not on this tray: see %s" % (
+        sources["fabric_manager"])
+    unregistered = [s for s in states if s["state"] not in ("Completed", "In Progress")]
+    if not states or unregistered:
+        return failed("GPU %s not registered with the NVLink domain (fabric state %s): %s" % (
+            ", ".join(s["bus_id"] for s in unregistered) or "(none listed)",
+            ", ".join(sorted({str(s["state"]) for s in unregistered})) or "not reported", where),
+            evidence=evidence, metrics=metrics, signatures=["fabric_not_registered"])
+    bad_status = [s for s in states if s["state"] == "Completed" and s["status"] not in ("Success", None)]
+    if bad_status:
+        return failed("GPU %s fabric registration failed: %s (%s)" % (
+            ", ".join(s["bus_id"] for s in bad_status), ", ".join(sorted({s["status"] for s in bad_status})), where),
+            evidence=evidence, metrics=metrics, signatures=["fabric_registration_failed"])
+    training = [s for s in states if s["state"] == "In Progress"]
+    if training:
+        return warned("GPU %s registration with the NVLink domain still in progress: re-validate in a minute" %
+                      ", ".join(s["bus_id"] for s in training), evidence=evidence, metrics=metrics,
+                      signatures=["fabric_in_progress"])
+    no_cluster = [s for s in states if s.get("cluster_uuid") in NO_CLUSTER or str(s.get("clique_id")) in NO_CLIQUE]
+    if no_cluster:
+        return failed("GPU %s registered but in no NVLink domain (ClusterUUID %s, CliqueId %s): multi-node NVLink "
+                      "cannot be used (%s)" % (", ".join(s["bus_id"] for s in no_cluster),
+                                               no_cluster[0].get("cluster_uuid") or "not reported",
+                                               no_cluster[0].get("clique_id"), sources["fabric_state"]),
+                      evidence=evidence, metrics=metrics, signatures=["fabric_no_cluster"])
+    domains = sorted({(str(s.get("cluster_uuid")), str(s.get("clique_id"))) for s in states})
+    if len(domains) > 1:
+        return failed("the GPUs of this tray are in different NVLink partitions: %s" % "; ".join(
+            "cluster %s clique %s: %s" % (cluster, clique, ", ".join(
+                s["bus_id"] for s in states if (str(s.get("cluster_uuid")), str(s.get("clique_id"))) ==
+                (cluster, clique))) for cluster, clique in domains), evidence=evidence, metrics=metrics,
+            signatures=["fabric_clique_split"])
+    cluster, clique = domains[0]
+    # IMEX is not judged: a Slurm domain runs it as a service, Kubernetes (the DRA driver's ComputeDomains) starts
+    # it per job, so a healthy tray may show none; what it runs is stated.
+    imex = "nvidia-imex running" if _imex_running(ctx) else (
+        "nvidia-imex not running here (needed for memory shared across trays; under Kubernetes started per job: %s)"
+        % sources["imex"])
+    return passed("%d GPU(s) in NVLink domain %s (clique %s; state Completed, status Success); %s; no Fabric Manager "
+                  "needed on this %s" % (len(states), cluster, clique, imex, board["key"]),
+                  evidence=evidence, metrics=metrics)
+
+
 @check("fabric.nvswitch", "L1", "NVSwitch fabric: Fabric Manager, GPU fabric state, SXid",
        requires=["driver.nvidia_smi"])
 def fabric_nvswitch(ctx):
     states, via = _fabric_states(ctx)
+    board, model, count = _board(ctx, None)
     dev = ctx.path("DEV_DIR", "/dev")
     switches = sorted(n for n in (os.listdir(dev) if os.path.isdir(dev) else []) if n.startswith("nvidia-nvswitch"))
     sxid = _sxid_lines(ctx)
     new, old = sxid if sxid is not None else ([], [])
-    board = any(s["state"] not in NO_FABRIC for s in states) or switches or new or old
-    lines = ["GPU %s: fabric state %s, status %s" % (s["bus_id"], s["state"], s["status"]) for s in states]
+    lines = ["GPU %s: fabric state %s, status %s, clique %s, cluster %s" % (
+        s["bus_id"], s["state"], s["status"], s.get("clique_id"), s.get("cluster_uuid")) for s in states]
     lines += ["NVSwitch devices: %s" % (" ".join(switches) or "none in %s" % dev), "read through %s" % via]
+    if board:
+        lines.append("board: %s (%s); rules from %s" % (board["key"], board["domain"], "; ".join(
+            "%s: %s" % kv for kv in sorted(board["sources"].items()))))
     if sxid is None:
         lines.append("kernel log not readable: SXid not checked")
     lines += (["SXid before the previous validation:"] + old[-10:] if old else []) + (
@@ -258,7 +324,27 @@ def fabric_nvswitch(ctx):
     evidence = "\n".join(lines)
     metrics = {"sxid_count": len(new), "sxid_count_before_previous_validation": len(old),
                "nvswitch_devices": len(switches)}
-    if not board:
+    if board and board["domain"] in ("none", "bridge"):
+        return passed("no NVSwitch fabric on a %s: %s, nothing for a Fabric Manager to set up (fabric state %s)" % (
+            board["key"], "NVLink through bridges" if board["domain"] == "bridge" else "no NVLink",
+            ", ".join(sorted({str(s["state"]) for s in states})) or "not reported"), evidence=evidence,
+            metrics=metrics)
+    if board and board["domain"] == "nvl72":
+        return _nvl72_fabric(ctx, board, states, evidence, metrics)
+    hgx = bool(board) and count > 1  # one GPU of an HGX board lent to a VM: its fabric is not this host's to run
+    reported = any(s["state"] not in NO_FABRIC for s in states)
+    if hgx and not board["fabric_state"] and not _fabric_manager_running(ctx):
+        # HGX A100: the driver reports no fabric state; without the Fabric Manager the NVSwitches route nothing
+        return failed("the Fabric Manager (nvidia-fabricmanager) is not running on this %s: its NVSwitches carry "
+                      "no NVLink traffic until it configures them (%s)" % (
+                          board["key"], board["sources"]["fabric_manager"]), evidence=evidence, metrics=metrics,
+                      signatures=["fabric_manager_not_running"])
+    if hgx and board["fabric_state"] and not reported:
+        return warned("fabric state not reported for the %d GPU(s) of this %s (%s): the registration with the "
+                      "Fabric Manager was not read, so not judged" % (count, board["key"], via), evidence=evidence,
+                      metrics=metrics, signatures=["fabric_state_unread"])
+    board_seen = reported or switches or new or old
+    if not board_seen:
         return passed("no NVSwitch fabric on this board: nothing to check (fabric state %s)" % (", ".join(
             sorted({str(s["state"]) for s in states})) or "not reported"), evidence=evidence, metrics=metrics)
     fatal = [line for line in new if SXID_LINE.search(line).group(4).lower() == "fatal"]
@@ -281,6 +367,12 @@ def fabric_nvswitch(ctx):
         return failed("fatal SXid %s from the NVSwitch(es)%s: the NVSwitch or its links need a reset (reboot) "
                       "and, if it repeats, the vendor" % (", ".join(codes), history), evidence=evidence,
                       metrics=metrics, signatures=["sxid_fatal"])
+    if training and hgx and not _fabric_manager_running(ctx):
+        # HGX B200 and later: without the Fabric Manager (and its NVLSM) the GPUs stay In Progress for good
+        return failed("GPU %s fabric registration in progress with no Fabric Manager (nvidia-fabricmanager) "
+                      "running on this %s: it never completes without it (%s)" % (
+                          ", ".join(s["bus_id"] for s in training), board["key"], board["sources"]["fabric_manager"]),
+                      evidence=evidence, metrics=metrics, signatures=["fabric_manager_not_running"])
     if training:
         return warned("GPU %s fabric training still in progress: re-validate in a minute" % ", ".join(
             s["bus_id"] for s in training), evidence=evidence, metrics=metrics, signatures=["fabric_in_progress"])
@@ -288,8 +380,13 @@ def fabric_nvswitch(ctx):
         codes = sorted({SXID_LINE.search(line).group(3) for line in new})
         return warned("non-fatal SXid %s from the NVSwitch(es)%s" % (", ".join(codes), history), evidence=evidence,
                       metrics=metrics, signatures=["sxid_nonfatal"])
-    return passed("%d GPU(s) in the fabric (state Completed, status Success), no SXid%s" % (
-        len(states), history), evidence=evidence, metrics=metrics, signatures=["sxid_history"] if old else [])
+    if reported:
+        return passed("%d GPU(s) in the fabric (state Completed, status Success), no SXid%s" % (
+            len(states), history), evidence=evidence, metrics=metrics,
+            signatures=["sxid_history"] if old else [])
+    return passed("%d NVSwitch device(s)%s, no SXid%s (this board reports no GPU fabric state)" % (
+        len(switches), ", the Fabric Manager running" if hgx else "", history), evidence=evidence, metrics=metrics,
+                  signatures=["sxid_history"] if old else [])
 
 
 def _port_name(port):
