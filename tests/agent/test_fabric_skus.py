@@ -126,3 +126,17 @@ def test_every_sku_of_the_sku_table_with_nvlink_has_a_board_row():
         assert (board["domain"] == "none") == (not sku["nvlink_links"]), sku["key"]
         if sku["nvlink_links"]:
             assert fabric_expectations.links_per_gpu(board, sku["names"][0]) == sku["nvlink_links"]
+
+
+def test_an_hgx_a100_vm_given_gpus_but_no_nvswitch_is_not_asked_for_a_fabric_manager(tmp_path):
+    outcome = fabric.fabric_nvswitch(host(tmp_path, "NVIDIA A100-SXM4-80GB", 2, alike("N/A")))
+    assert outcome.status == "pass" and "no NVSwitch fabric on this board" in outcome.summary
+
+
+def test_the_reference_page_lists_every_board_row():
+    page = (FIXTURES.parents[1] / "docs" / "reference" / "fabric-skus.md").read_text()
+    for board in fabric_expectations.BOARDS:
+        row = next((line for line in page.splitlines() if line.startswith("| %s |" % board["key"])), None)
+        assert row, board["key"]
+        for url in board["sources"].values():
+            assert url.split(" ")[0] in row, (board["key"], url)

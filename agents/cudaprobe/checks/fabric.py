@@ -333,8 +333,9 @@ def fabric_nvswitch(ctx):
         return _nvl72_fabric(ctx, board, states, evidence, metrics)
     hgx = bool(board) and count > 1  # one GPU of an HGX board lent to a VM: its fabric is not this host's to run
     reported = any(s["state"] not in NO_FABRIC for s in states)
-    if hgx and not board["fabric_state"] and not _fabric_manager_running(ctx):
-        # HGX A100: the driver reports no fabric state; without the Fabric Manager the NVSwitches route nothing
+    if hgx and not board["fabric_state"] and switches and not _fabric_manager_running(ctx):
+        # HGX A100: the driver reports no fabric state; without the Fabric Manager the NVSwitches route nothing (a VM
+        # given GPUs but not the NVSwitches has its fabric run by the host's service VM: nothing to ask for here)
         return failed("the Fabric Manager (nvidia-fabricmanager) is not running on this %s: its NVSwitches carry "
                       "no NVLink traffic until it configures them (%s)" % (
                           board["key"], board["sources"]["fabric_manager"]), evidence=evidence, metrics=metrics,
