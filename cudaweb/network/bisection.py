@@ -4,9 +4,10 @@ with members, status, busbw_gbs, latency_us and expected_gbs), so a property tes
 for every N (tests/test_network_bisection.py) and cudaweb.network.collective drives it over the real agents.
 
 A unit is slow when it failed; when it is under what its slowest link allows (under half of expected_gbs, or over
-STEP_LIMIT_US per ring step: the same bar as round 0, so a round of one unit is judged too); or when it is the one
-unit of its round furthest past half the round's best busbw or four times its best latency per ring step (units of
-a round run at once, under the same load). A node is named only when a unit that holds it with nodes shown good is
+STEP_LIMIT_US per ring step: the same bar as round 0, so a round of one unit is judged too) or under half the median
+busbw of the good units of earlier rounds (over four times their per-step latency, where that is above the limit);
+or when it is the one unit of its round furthest under half the round's best busbw (units of a round run at once,
+under the same load). A node is named only when a unit that holds it with nodes shown good is
 slow and, for a node found by elimination, a second such unit with another good node is slow too: a lone
 untested node is confirmed, never named because the others were fine. A pair whose ends are each fine with good
 nodes is a slow link. Where the plan cannot tell (two nodes only, two slow halves, units alike), it names no one and
@@ -14,12 +15,14 @@ says why.
 """
 
 import math
+import statistics
 
 SLOW_SHARE = 0.5
 LATENCY_FACTOR = 4.0
-LATENCY_FLOOR_US = 2000.0  # per ring step: gloo's own cost on a loaded host varies that much
 # A ring step over 5 ms is slow for any cluster network (a data-centre round trip is tens of microseconds; gloo's
-# own per-step cost, even on a loaded host, about 1 ms).
+# own per-step cost on a loaded host, a few ms: 3.9 ms for a healthy pair of the simulated cluster on 2 shared cores,
+# docs/benchmarks.md). Latency is never judged under it: per ring step, a small unit carries gloo's fixed cost over
+# fewer steps, so a healthy pair can look several times slower than a healthy half.
 STEP_LIMIT_US = 5000.0
 FAIL, PASS, SLOW = "fail", "pass", "slow"
 
@@ -29,52 +32,56 @@ def per_step_us(result):
     return result.latency_us / (2 * (len(result.members) - 1))
 
 
-def below_expectation(result):
-    """Failed, under half of what its slowest link allows, or over STEP_LIMIT_US per ring step."""
+def _step_bar(references):
+    """The per-step latency over which a unit is slow: STEP_LIMIT_US, or four times the good units' median where
+    that is higher (a cluster whose healthy steps are slow is not slow against itself)."""
+    steps = [per_step_us(r) for r in references if r.latency_us]
+    return max(STEP_LIMIT_US, LATENCY_FACTOR * statistics.median(steps)) if steps else STEP_LIMIT_US
+
+
+def below_expectation(result, references=()):
+    """Failed; under half of what its slowest link allows, or of the good units' median busbw; or over the per-step
+    latency bar (_step_bar). Round 0 is judged by this alone (no references)."""
     if result.status == FAIL:
         return True
-    if result.expected_gbs and result.busbw_gbs is not None and result.busbw_gbs < SLOW_SHARE * result.expected_gbs:
-        return True
-    return bool(result.latency_us and per_step_us(result) > STEP_LIMIT_US)
-
-
-def _slowness(result, busbw, step_us):
-    """How far past its threshold a unit is: busbw under half the best is 1.0 at half, latency 1.0 at four times."""
-    score = 0.0
-    if busbw and result.busbw_gbs:
-        score = (busbw / result.busbw_gbs) / (1 / SLOW_SHARE)
-    if step_us and result.latency_us and per_step_us(result) > LATENCY_FLOOR_US:
-        score = max(score, per_step_us(result) / step_us / LATENCY_FACTOR)
-    return score
+    if result.busbw_gbs is not None:
+        if result.expected_gbs and result.busbw_gbs < SLOW_SHARE * result.expected_gbs:
+            return True
+        good = [r.busbw_gbs for r in references if r.busbw_gbs]
+        if good and result.busbw_gbs < SLOW_SHARE * statistics.median(good):
+            return True
+    return bool(result.latency_us and per_step_us(result) > _step_bar(references))
 
 
 def slowest_of_round(results):
-    """The one unit of a round furthest past its threshold against the round's best, if any is past it (one slow
-    node is in one unit, and a noisy latency elsewhere must not outvote a busbw ten times lower)."""
-    best_busbw = max((r.busbw_gbs for r in results if r.busbw_gbs), default=None)
-    best_step = min((per_step_us(r) for r in results if r.latency_us), default=None)
-    scored = sorted(((_slowness(r, best_busbw, best_step), i) for i, r in enumerate(results)), reverse=True)
-    return [results[scored[0][1]]] if scored and scored[0][0] >= 1.0 else []
+    """The one unit of a round whose busbw is furthest under half the round's best, if any is (units of a round run
+    at once, under the same load; one slow node is in one unit)."""
+    best = max((r.busbw_gbs for r in results if r.busbw_gbs), default=None)
+    scored = sorted(((best / r.busbw_gbs / (1 / SLOW_SHARE), i) for i, r in enumerate(results)
+                     if best and r.busbw_gbs), reverse=True)
+    return [results[scored[0][1]]] if scored and scored[0][0] > 1.0 else []
 
 
-def slow_units(results):
-    """The slow units of one round: the failed ones if any failed, else those under their expectation and the one
-    furthest past the round's best."""
+def slow_units(results, references=()):
+    """The slow units of one round: the failed ones if any failed, else those below their expectation (against
+    `references`, the good units of earlier rounds, too) and the one furthest under the round's best busbw."""
     failed = [r for r in results if r.status == FAIL]
     if failed:
         return failed
     relative = slowest_of_round(results)
-    return [r for r in results if below_expectation(r) or r in relative]
+    return [r for r in results if below_expectation(r, references) or r in relative]
 
 
 class Plan:
     """One bisection: `run(number, [(members, role)])` runs the units of round `number` at once and returns their
     results in order. Rounds are counted from 1 (round 0, over every node, ran before)."""
 
-    def __init__(self, run):
+    def __init__(self, run, mark=None):
         self.run = run
+        self.mark = mark  # called with each result judged slow (the stored row says so)
         self.number = 1
         self.good = []  # nodes in a unit judged fine, in the order found
+        self.references = []  # results judged fine
         self.slow = []  # results judged slow
 
     def round(self, units, again_if_alike=False):
@@ -83,13 +90,16 @@ class Plan:
         for attempt in range(2 if again_if_alike else 1):
             results = self.run(self.number, [(m, role + (" (again)" if attempt else "")) for m, role in units])
             self.number += 1
-            slow = slow_units(results)
+            slow = slow_units(results, self.references)
             if slow:
                 break
         for result in results:
             if result in slow:
                 self.slow.append(result)
+                if self.mark:
+                    self.mark(result)
             else:
+                self.references.append(result)
                 self.good += [name for name in result.members if name not in self.good]
         return results, slow
 
@@ -176,10 +186,10 @@ def _resolve_pair(plan, pair, everyone):
     return ends, ""
 
 
-def bisect(names, run):
+def bisect(names, run, mark=None):
     """Bisect `names` (round 0 over all of them was slow): (suspects, verdict, rounds run after round 0, slow
-    results). Suspects are node names, or 'a-b' for a link."""
-    plan = Plan(run)
+    results). Suspects are node names, or 'a-b' for a link; `mark` is called with each result judged slow."""
+    plan = Plan(run, mark)
     group, verdict = _halving(plan, list(names))
     suspects = []
     if len(group) == 2:

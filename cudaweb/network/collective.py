@@ -178,12 +178,9 @@ def allreduce_execute(*, test, nodes):
     by_name = {node.name: node for node in nodes}
 
     def run(number, units):
-        results = _round(test, number, [([by_name[name] for name in members], role) for members, role in units])
-        for result in bisection.slow_units(results):
-            _mark_slow(result)
-        return results
+        return _round(test, number, [([by_name[name] for name in members], role) for members, role in units])
 
-    suspects, verdict, rounds, _ = bisection.bisect([node.name for node in nodes], run)
+    suspects, verdict, rounds, _ = bisection.bisect([node.name for node in nodes], run, mark=_mark_slow)
     return "%s; bisected in %d more round(s): %s" % (head, rounds, verdict), suspects, rounds + 1
 
 
