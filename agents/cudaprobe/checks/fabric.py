@@ -191,7 +191,7 @@ def fabric_nvlink(ctx):
     # "no error counted" only of the GPUs whose counters were read
     unread_gpus = [gpu["index"] for gpu in gpus if any(link["active"] for link in gpu["links"])
                    and not any(link.get("counters") for link in gpu["links"])]
-    if unread and len(unread_gpus) == len(gpus):
+    if unread:  # no counter read at all
         counted = ", error counters not read (%s)" % unread
     elif unread_gpus:
         counted = ", no error counted on the GPUs whose counters were read (GPU %s: not read)%s" % (
