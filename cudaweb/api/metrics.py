@@ -16,6 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from cudaweb.accounts.roles import has_role
 from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
+from cudaweb.health.metrics import LoopCollector
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation import queue
@@ -143,6 +144,7 @@ class FleetCollector:
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(FleetCollector())
+REGISTRY.register(LoopCollector())  # the loop's states, events and breaker (cudaweb.health)
 
 
 def _authorised(request):

@@ -17,6 +17,10 @@ class HookDelivery(models.Model):
         DRIFT = "drift"
         QUARANTINED = "quarantined"
         ACCEPTED = "accepted"
+        # the loop (cudaweb.health): a new fault seen by the watch, a node's state, the circuit breaker
+        HEALTH_EVENT = "health_event"
+        NODE_STATE = "node_state"
+        BREAKER_OPEN = "breaker_open"
 
     class Status(models.TextChoices):
         PENDING = "pending"

@@ -1,0 +1,112 @@
+"""The watch's cadence and its sessions: which nodes are due (claimed by one conditional UPDATE each, so two beat
+ticks or two workers never look at one node twice for one slot), and one SSH session kept per node in each worker
+process (keepalive), reused look after look instead of one connection a poll."""
+
+import json
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from cudaweb.health.ingest import ReportRefused, report_ingest
+from cudaweb.health.models import LoopPolicy, NodeLoop
+from cudaweb.health.policy import policy_of
+from cudaweb.nodes.models import Node
+from cudaweb.remote import bundle
+from cudaweb.remote.connect import transport_for
+from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.reports import parse_report
+
+log = logging.getLogger(__name__)
+WATCH_ARGS = ["--mode", "watch", "--json"]
+
+
+class Sessions:
+    """Connected transports of this worker process, by node, with the agent already on the host. A session is
+    keyed by what it was opened with (address, port, user, credential, accepted host key): a change opens a new
+    one. An error closes it; the next look connects again."""
+
+    def __init__(self, opener=transport_for):
+        self.opener = opener
+        self.open = {}  # node id -> (key, transport, agent path, last used)
+        self.connects = 0
+
+    @staticmethod
+    def _key(node):
+        host_key = getattr(node, "host_key", None)
+        return (node.address, node.port, node.username, node.credential_id, node.transport,
+                host_key.key_base64 if host_key is not None and host_key.accepted_at else None)
+
+    def get(self, node):
+        key = self._key(node)
+        held = self.open.get(node.id)
+        if held and held[0] == key:
+            self.open[node.id] = held[:3] + (time.monotonic(),)
+            return held[1], held[2]
+        self.drop(node.id)
+        transport = self.opener(node, purpose="watch")
+        transport.connect() if hasattr(transport, "connect") else None
+        client = getattr(transport, "client", None)
+        if client is not None and settings.CUDAWEB_WATCH_KEEPALIVE_S:
+            client.get_transport().set_keepalive(settings.CUDAWEB_WATCH_KEEPALIVE_S)
+        payload, digest = bundle.build()
+        agent_path = transport.upload_agent(payload, digest)
+        self.connects += 1
+        self.open[node.id] = (key, transport, agent_path, time.monotonic())
+        return transport, agent_path
+
+    def drop(self, node_id):
+        held = self.open.pop(node_id, None)
+        if held:
+            try:
+                held[1].close()
+            except Exception:  # closing a dead session: nothing more to free
+                pass
+
+    def reap(self, idle_s):
+        cutoff = time.monotonic() - idle_s
+        for node_id in [n for n, held in self.open.items() if held[3] < cutoff]:
+            self.drop(node_id)
+
+
+SESSIONS = Sessions()
+
+
+def nodes_due(now=None, limit=2000):
+    """Claim the nodes whose look is due: each claimed row's next_watch_at moves one interval on (from when it
+    was due, so the cadence does not drift with the queue). Returns [(node id, due at)]."""
+    now = now or timezone.now()
+    for node_id in Node.objects.filter(loop__isnull=True).values_list("id", flat=True)[:limit]:
+        NodeLoop.objects.get_or_create(node_id=node_id, defaults={"next_watch_at": now})
+    policies = list(LoopPolicy.objects.all())
+    claimed = []
+    rows = (NodeLoop.objects.filter(next_watch_at__lte=now) | NodeLoop.objects.filter(next_watch_at__isnull=True))
+    for row in rows.select_related("node").order_by("next_watch_at")[:limit]:
+        node = row.node
+        if not (node.is_local or node.credential_id):
+            continue
+        due = row.next_watch_at or now
+        interval = timedelta(seconds=policy_of(node, policies).interval_s)
+        following = due + interval if due + interval > now else now + interval
+        if NodeLoop.objects.filter(node=node, next_watch_at=row.next_watch_at).update(next_watch_at=following):
+            claimed.append((node.id, due))
+    return claimed
+
+
+def look(node_id, sessions=SESSIONS):
+    """One look at a node: the agent's watch over the node's session, its report ingested. Returns the Ingested,
+    or None when the look failed (the reason is kept on the node's loop row)."""
+    node = Node.objects.select_related("credential", "host_key").get(id=node_id)
+    try:
+        transport, agent_path = sessions.get(node)
+        result = transport.run_agent(node.python_path, agent_path, WATCH_ARGS, settings.CUDAWEB_WATCH_TIMEOUT_S,
+                                     env=node.agent_env())
+        report = parse_report(result.stdout)
+        return report_ingest(node, report)
+    except (TransportError, ReportRefused, ValueError, json.JSONDecodeError) as exc:
+        sessions.drop(node.id)
+        NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500])
+        log.warning("watch of %s failed: %s", node.name, exc)
+        return None
