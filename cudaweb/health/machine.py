@@ -131,7 +131,8 @@ def step(loop, stimulus):
             return _quarantine(loop, loop.root_cause, "%s confirmed at the next look" % loop.root_cause)
         return NOTHING
     if state == QUARANTINED:
-        if kind == ADVANCE and loop.auto:
+        # on its own: once when quarantined, then at each look (a reset refused while a process held the GPU)
+        if kind in (ADVANCE, LOOK, FINDING) and loop.auto:
             return _rung(loop, loop.rung, "the ladder's rung %d" % (loop.rung + 1))
         if kind == REMEDIATE and stimulus.action in RUNGS:
             return _go(loop, REVALIDATING if stimulus.action in REVALIDATIONS else REMEDIATING,

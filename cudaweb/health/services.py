@@ -181,7 +181,7 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
     if new.state != from_state:
         hooks.loop_webhook(event="node_state", node=node, headline="is %s (was %s)" % (new.state, from_state),
                            cause=cause)
-    if new.state == machine.QUARANTINED:
+    if new.state == machine.QUARANTINED and from_state == machine.SUSPECT:
         transaction.on_commit(lambda: apply(node, machine.Stimulus(machine.ADVANCE)), robust=True)
     return transition
 

@@ -80,6 +80,7 @@ def standin_nvidia_smi(directory, *, busy_pid=None, reset_exit=0):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nvidia-smi.log"
+    log.write_text("")
     script = directory / "nvidia-smi"
     apps = "%s, %d\\n" % (UUID, busy_pid) if busy_pid else ""
     script.write_text(
