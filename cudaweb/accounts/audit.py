@@ -49,7 +49,6 @@ ACTIONS = {
     "loop.shadow_transition": "node would have moved in the loop (policy record, shadow mode)",
     "loop.breaker_opened": "circuit breaker opened",
     "loop.breaker_closed": "circuit breaker closed",
-    "loop.watch_report": "watch report received through the API",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",
