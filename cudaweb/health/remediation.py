@@ -13,9 +13,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cudaweb.health import machine
-from cudaweb.health.models import LoopAction, NodeLoop
+from cudaweb.health.models import LoopAction
 from cudaweb.hooks.models import HookDelivery
-from cudaweb.nodes.models import Node
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
 from cudaweb.validation.models import ValidationRun
@@ -190,6 +189,3 @@ def actions_sweep(now=None):
         action_enqueue(action_id)
     return len(late), len(stale)
 
-
-def loop_state(node):
-    return NodeLoop.objects.filter(node=node).values_list("state", flat=True).first() or machine.READY

@@ -36,6 +36,19 @@ def node_timeline(node, limit=50):
         "transitions": list(Transition.objects.filter(node=node).select_related("bundle")[:limit]),
         "actions": list(LoopAction.objects.filter(node=node)[:limit]),
         "events": list(HealthEvent.objects.filter(node=node)[:limit]),
+        "rungs": machine.RUNGS,
+    }
+
+
+def fleet_loop(*, nodes_cap=50, events_cap=20):
+    """The fleet page's card: the breaker, nodes per state, the nodes the loop holds (or would, in shadow mode)
+    and the newest events."""
+    held = (NodeLoop.objects.exclude(state=machine.READY) | NodeLoop.objects.exclude(shadow_state=machine.READY))
+    return {
+        "breaker": breaker(),
+        "counts": state_counts(),
+        "held": list(held.select_related("node").order_by("-since")[:nodes_cap]),
+        "events": list(HealthEvent.objects.select_related("node").order_by("-last_seen")[:events_cap]),
     }
 
 
