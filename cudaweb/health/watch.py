@@ -42,7 +42,7 @@ class Sessions:
     def get(self, node):
         key = self._key(node)
         held = self.open.get(node.id)
-        if held and held[0] == key:
+        if held and held[0] == key and self._alive(held[1]):
             self.open[node.id] = held[:3] + (time.monotonic(),)
             return held[1], held[2]
         self.drop(node.id)
@@ -56,6 +56,16 @@ class Sessions:
         self.connects += 1
         self.open[node.id] = (key, transport, agent_path, time.monotonic())
         return transport, agent_path
+
+    @staticmethod
+    def _alive(transport):
+        """An SSH session whose connection is gone (the host rebooted, the keepalive found no answer) is opened
+        again before the look, not failed by it."""
+        client = getattr(transport, "client", None)
+        if client is None:
+            return not hasattr(transport, "client")  # a local transport has no connection to lose
+        connection = client.get_transport()
+        return connection is not None and connection.is_active()
 
     def drop(self, node_id):
         held = self.open.pop(node_id, None)
