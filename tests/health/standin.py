@@ -59,6 +59,17 @@ def watch_report(*faults):
     return report
 
 
+def answer(argv, faults_path):
+    """What the stand-in agent prints: the watch report with the faults of `faults_path`, or for a validation
+    (--mode standard, burnin, ...) the recorded real standard report of the host in that mode."""
+    if argv[:3] == ["--mode", "watch", "--json"]:
+        report = watch_report(*open(faults_path).read().split())
+    else:
+        report = json.loads((REAL / "h200-gpus1-standard.json").read_text())
+        report["mode"] = argv[argv.index("--mode") + 1]
+    print(json.dumps(report))
+
+
 def standin_agent(directory):
     """An executable that answers `<python> <agent> --mode watch --json` like the agent, with the faults named in
     `directory`/faults (one a line, read at each look): the node's python_path points at it."""
@@ -66,10 +77,9 @@ def standin_agent(directory):
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "faults").write_text("")
     script = directory / "python"
-    script.write_text("#!%s\nimport json, sys\nsys.path.insert(0, %r)\nfrom tests.health.standin import watch_report"
-                      "\nfaults = open(%r).read().split()\nassert sys.argv[2:] == ['--mode', 'watch', '--json'], "
-                      "sys.argv\nprint(json.dumps(watch_report(*faults)))\n" % (
-                          sys.executable, str(Path(__file__).resolve().parents[2]), str(directory / "faults")))
+    script.write_text("#!%s\nimport sys\nsys.path.insert(0, %r)\nfrom tests.health.standin import answer\n"
+                      "answer(sys.argv[2:], %r)\n" % (sys.executable, str(Path(__file__).resolve().parents[2]),
+                                                     str(directory / "faults")))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
 
