@@ -88,6 +88,13 @@ def _event_upsert(node, finding, now):
     raise RuntimeError("could not record the event %s of %s" % (name, node.name))
 
 
+def _at_rest(node):
+    """The node is ready, and ready in shadow mode too: a clean look has nothing for the machine to decide."""
+    states = NodeLoop.objects.filter(node=node).values_list("state", "shadow_state").first()
+    ready = machine.step(machine.Loop(state=machine.READY), machine.Stimulus(machine.LOOK, clean=True)).to is None
+    return ready and states in (None, (machine.READY, machine.READY))
+
+
 def report_ingest(node, report, *, now=None):
     """Store a watch report's findings as events and hand the node's state machine what they mean: a hardware
     finding (the root cause among them), else a clean look. Application Xids and observations only add events.
@@ -107,9 +114,11 @@ def report_ingest(node, report, *, now=None):
                 hardware.append(event)
         # what this look no longer shows is over: the next sighting opens a new event
         result.closed = HealthEvent.objects.filter(node=node, open=True).exclude(id__in=seen).update(open=False)
-        NodeLoop.objects.get_or_create(node=node)
-        NodeLoop.objects.filter(node=node).update(last_watch_at=now, watch_error="")
+        if not NodeLoop.objects.filter(node=node).update(last_watch_at=now, watch_error=""):
+            NodeLoop.objects.get_or_create(node=node, defaults={"last_watch_at": now})
     result.root_cause = signatures.root_cause([e.signature for e in hardware])
+    if not result.root_cause and _at_rest(node):
+        return result  # a clean look at a ready node: the machine has nothing to decide (most looks, at scale)
     if result.root_cause:
         cause_event = next(e for e in hardware if e.signature == result.root_cause)
         result.transition = apply(node, machine.Stimulus(machine.FINDING, signature=result.root_cause),
