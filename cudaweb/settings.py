@@ -199,7 +199,7 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
     "prune-old-runs": {"task": "cudaweb.validation.tasks.prune_runs", "schedule": 24 * 3600.0},
     "sweep-hook-deliveries": {"task": "cudaweb.hooks.tasks.sweep_deliveries", "schedule": 300.0},
-    "watch-due-nodes": {"task": "cudaweb.health.tasks.watch_due", "schedule": float(env_int("CUDAWEB_WATCH_TICK_S", 5))},
+    "watch-due-nodes": {"task": "cudaweb.health.tasks.watch_due", "schedule": float(env_int("CUDAWEB_WATCH_TICK_S", 2))},
     "sweep-loop-actions": {"task": "cudaweb.health.tasks.sweep_actions", "schedule": 60.0},
 }
 
@@ -270,6 +270,8 @@ CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
 # interval and the repeat rule for its nodes.
 CUDAWEB_WATCH_INTERVAL_S = env_int("CUDAWEB_WATCH_INTERVAL_S", 60)
 CUDAWEB_WATCH_TIMEOUT_S = env_int("CUDAWEB_WATCH_TIMEOUT_S", 20)  # one look, agent start included
+CUDAWEB_WATCH_BATCH = env_int("CUDAWEB_WATCH_BATCH", 50)  # looks per task
+CUDAWEB_WATCH_THREADS = env_int("CUDAWEB_WATCH_THREADS", 16)  # looks in flight at once in one worker process
 CUDAWEB_WATCH_KEEPALIVE_S = env_int("CUDAWEB_WATCH_KEEPALIVE_S", 30)  # SSH keepalive of the reused sessions
 CUDAWEB_WATCH_SESSION_IDLE_S = env_int("CUDAWEB_WATCH_SESSION_IDLE_S", 600)  # a session unused this long is closed
 CUDAWEB_LOOP_MODE = env("CUDAWEB_LOOP_MODE", "record")  # off | record (shadow mode) | act

@@ -8,16 +8,19 @@ from cudaweb.health import remediation, watch
 
 @shared_task(ignore_result=True)
 def watch_due():
-    """Beat, every few seconds: queue a look at each node that is due."""
-    for node_id, due in watch.nodes_due():
-        watch_node.apply_async(args=[str(node_id), due.isoformat()], expires=settings.CUDAWEB_WATCH_INTERVAL_S)
+    """Beat, every few seconds: queue the looks at the nodes that are due, in batches (one task's overhead serves
+    many looks; the looks of a batch wait on their hosts together)."""
+    due = [str(node_id) for node_id, _ in watch.nodes_due()]
+    size = settings.CUDAWEB_WATCH_BATCH
+    for start in range(0, len(due), size):
+        watch_nodes.apply_async(args=[due[start:start + size]], expires=settings.CUDAWEB_WATCH_INTERVAL_S)
     watch.SESSIONS.reap(settings.CUDAWEB_WATCH_SESSION_IDLE_S)
 
 
-@shared_task(ignore_result=True, acks_late=False, soft_time_limit=120, time_limit=150)
-def watch_node(node_id, due=None):
-    # acks_late off: a look lost with its worker is simply the next slot's (never two looks for one slot)
-    watch.look(node_id)
+@shared_task(ignore_result=True, acks_late=False, soft_time_limit=300, time_limit=330)
+def watch_nodes(node_ids):
+    # acks_late off: looks lost with their worker are simply the next slot's (never two looks for one slot)
+    watch.look_many(node_ids)
 
 
 @shared_task(ignore_result=True, acks_late=False)

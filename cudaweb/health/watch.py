@@ -4,10 +4,13 @@ process (keepalive), reused look after look instead of one connection a poll."""
 
 import json
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils import timezone
 
 from cudaweb.health.ingest import ReportRefused, report_ingest
@@ -120,3 +123,26 @@ def look(node_id, sessions=SESSIONS):
         NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500])
         log.warning("watch of %s failed: %s", node.name, exc)
         return None
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _look_in_thread(node_id):
+    close_old_connections()  # each thread keeps its own connection; one the database dropped is opened again
+    try:
+        return look(node_id)
+    except Exception:  # one node's bug must not end the batch: logged, the next slot looks again
+        log.exception("watch of node %s failed", node_id)
+        return None
+
+
+def look_many(node_ids):
+    """The looks of a batch at once, on CUDAWEB_WATCH_THREADS threads of this worker process: a look is mostly
+    waiting on its host (the agent's 1 to 2 s), so one worker keeps many hosts' looks in flight."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=settings.CUDAWEB_WATCH_THREADS, thread_name_prefix="watch")
+    return list(_pool.map(_look_in_thread, node_ids))
