@@ -5,6 +5,10 @@ the figures are the dashboard's own.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/cudaweb_i30loop_bench python3 bench/watch_scale.py \\
         --nodes 1000 --interval 60 --minutes 10
+
+`--ssh 16` instead watches 16 simulated hosts (tests/simcluster.py: network namespaces with Debian's sshd; needs
+root; run it under `flock /tmp/cudaweb-heavy.lock`) over real SSH, each host's "agent" printing the recorded watch
+report: the looks go through the kept sessions, and the credential's audit records count the connections made.
 """
 
 import argparse
@@ -45,6 +49,39 @@ def _cpu_s(pid):
     return total
 
 
+def _ssh_nodes(count, scratch):
+    """`count` simulated hosts (tests/simcluster.py), each a node whose agent prints the recorded watch report and
+    appends the moment of the look (keyed by the host's address) to the looks file."""
+    import uuid
+
+    from django.utils import timezone
+
+    from cudaweb.nodes.models import HostKey, Node, SSHCredential
+    from tests import simcluster
+    from tests.health.standin import watch_report
+
+    tag = uuid.uuid4().hex[:5]
+    hosts, user_key = simcluster.up(count, tag)
+    report = scratch / "watch.json"
+    report.write_text(json.dumps(watch_report()))
+    agent = scratch / "agent"
+    agent.write_text("#!/bin/sh\necho \"$(echo $SSH_CONNECTION | cut -d' ' -f3) $(date +%%s.%%N)\" >> %s\ncat %s\n" % (
+        os.environ["WATCH_SCALE_LOOKS"], report))
+    agent.chmod(0o755)
+    credential = SSHCredential(name="watch-%s" % tag)
+    credential.set_private_key(user_key.read_text())
+    credential.save()
+    nodes = []
+    for host in hosts:
+        node = Node.objects.create(name="watch-%s" % host["name"], address=host["address"], username="root",
+                                   credential=credential, python_path=str(agent), labels=["bench"],
+                                   status=Node.Status.READY)
+        HostKey.objects.create(node=node, key_type=host["host_key"][0], key_base64=host["host_key"][1],
+                               fingerprint_sha256="sim", accepted_at=timezone.now())
+        nodes.append(node)
+    return tag, nodes
+
+
 def _pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
@@ -55,6 +92,7 @@ def main():
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--interval", type=int, default=60)
     parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--ssh", type=int, default=0, help="watch this many simulated SSH hosts instead")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -87,9 +125,14 @@ def main():
 
     call_command("migrate", verbosity=0)
     LoopPolicy.objects.create(label="bench", mode="act", ladder=[], interval_s=args.interval)
-    nodes = Node.objects.bulk_create([Node(name="watch-%04d" % i, transport=Node.Transport.LOCAL,
-                                           address="127.0.0.1", labels=["bench"], status=Node.Status.READY)
-                                      for i in range(args.nodes)])
+    tag = None
+    if args.ssh:
+        tag, nodes = _ssh_nodes(args.ssh, scratch)
+        os.environ["WATCH_SCALE_SSH"] = "1"
+    else:
+        nodes = Node.objects.bulk_create([Node(name="watch-%04d" % i, transport=Node.Transport.LOCAL,
+                                               address="127.0.0.1", labels=["bench"], status=Node.Status.READY)
+                                          for i in range(args.nodes)])
     now = timezone.now()
     # a fleet watched for a while: its slots spread over one interval (not all due in the first second)
     NodeLoop.objects.bulk_create([NodeLoop(node=node, next_watch_at=now + timedelta(
@@ -116,6 +159,10 @@ def main():
             process.wait(timeout=60)
         redis.terminate()
         redis.wait()
+        if tag:
+            from tests import simcluster
+
+            simcluster.down(tag)
 
     looks = defaultdict(list)
     for line in (scratch / "looks.txt").read_text().splitlines():
@@ -146,6 +193,11 @@ def main():
         worker_cpu, 100 * worker_cpu / seconds, 1000 * worker_cpu / max(1, total_looks), beat_cpu))
     print("queue depth (sampled each second): median %d, max %d" % (statistics.median(depths), max(depths)))
     print("events kept: %d (open %d)" % (HealthEvent.objects.count(), HealthEvent.objects.filter(open=True).count()))
+    if args.ssh:
+        from cudaweb.accounts.models import AuditEvent
+
+        print("SSH connections made (credential.used): %d for %d looks of %d hosts" % (
+            AuditEvent.objects.filter(action="credential.used").count(), total_looks, len(nodes)))
 
 
 if __name__ == "__main__":

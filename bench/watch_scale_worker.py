@@ -46,7 +46,8 @@ def _stand_ins(**kwargs):
 
     looks = os.open(os.environ["WATCH_SCALE_LOOKS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     reports = {False: json.dumps(watch_report()), True: json.dumps(watch_report("nvlink_growth"))}
-    watch.SESSIONS.opener = lambda node, purpose="": StandIn(node, looks, reports)
+    if not os.environ.get("WATCH_SCALE_SSH"):  # --ssh: the real transports, to the simulated hosts
+        watch.SESSIONS.opener = lambda node, purpose="": StandIn(node, looks, reports)
 
     def count(execute, sql, params, many, context):
         _task["queries"] = _task.get("queries", 0) + 1

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from cudaweb.health import machine, signatures
 from cudaweb.health.models import EVIDENCE_CAP, SUMMARY_CAP, HealthEvent, NodeLoop
+from cudaweb.validation.dbretry import retrying
 from cudaweb.validation.hostoutput import text_for_db
 
 MAX_CHECKS = 200
@@ -119,12 +120,15 @@ def report_ingest(node, report, *, now=None):
     result.root_cause = signatures.root_cause([e.signature for e in hardware])
     if not result.root_cause and _at_rest(node):
         return result  # a clean look at a ready node: the machine has nothing to decide (most looks, at scale)
+    # the decision is one transaction, tried again whole over a dropped database connection (a look's events are
+    # kept already: a blink here costs no event, and the decision is the same on its second try)
     if result.root_cause:
         cause_event = next(e for e in hardware if e.signature == result.root_cause)
-        result.transition = apply(node, machine.Stimulus(machine.FINDING, signature=result.root_cause),
-                                  event=cause_event, now=now)
+        result.transition = retrying(apply, node, machine.Stimulus(machine.FINDING, signature=result.root_cause),
+                                     event=cause_event, now=now, what="loop decision for %s" % node.name)
     else:
-        result.transition = apply(node, machine.Stimulus(machine.LOOK, clean=True), now=now)
+        result.transition = retrying(apply, node, machine.Stimulus(machine.LOOK, clean=True), now=now,
+                                     what="loop decision for %s" % node.name)
     if result.new:
         from cudaweb.hooks.services import loop_webhook
 

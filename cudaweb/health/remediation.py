@@ -17,6 +17,7 @@ from cudaweb.health.models import LoopAction
 from cudaweb.hooks.models import HookDelivery
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.dbretry import retrying
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
 
@@ -82,7 +83,13 @@ def action_run(action_id):
 
 def action_finish(action, status, outcome):
     """End a RUNNING rung (conditionally: a rung the sweep timed out meanwhile keeps that outcome) and tell the
-    machine."""
+    machine, in one transaction, tried again whole over a dropped database connection: the rung's end and the
+    transition it makes are kept together or not at all (then the rung is still RUNNING, and ends again)."""
+    return retrying(_action_finish, action, status, outcome, what="end of loop action %s" % action.id)
+
+
+@transaction.atomic
+def _action_finish(action, status, outcome):
     from cudaweb.health.services import apply
 
     ended = LoopAction.objects.filter(id=action.id, status=Status.RUNNING).update(

@@ -154,7 +154,8 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
     effects = list(decision.effects) + ([decision.action] if decision.action else [])
     transition = Transition.objects.create(
         node=node, version=version, shadow=shadow, from_state=from_state, to_state=new.state, by=by, actor=actor,
-        why=decision.why[:500], event=event, run=run, effects=effects, root_cause=new.root_cause or row.root_cause,
+        why=decision.why[:500], event=event, run=run, effects=effects,
+        root_cause=new.root_cause or (row.shadow_root_cause if shadow else row.root_cause),
         at=now)
     audit.record("loop.shadow_transition" if shadow else "loop.transition", actor=actor, obj=node,
                  from_state=from_state, to_state=new.state, why=decision.why, by=by, effects=effects,
