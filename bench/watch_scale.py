@@ -186,7 +186,8 @@ def main():
         print("task %-12s n=%6d queries median %d max %d; CPU ms median %.2f p99 %.2f; wall ms median %.2f p99 "
               "%.2f" % (name, len(rows), statistics.median(r["queries"] for r in rows),
                         max(r["queries"] for r in rows), 1000 * statistics.median(r["cpu_s"] for r in rows),
-                        1000 * _pct([r["cpu_s"] for r in rows], 0.99), 1000 * statistics.median(r["wall_s"] for r in rows),
+                        1000 * _pct([r["cpu_s"] for r in rows], 0.99),
+                        1000 * statistics.median(r["wall_s"] for r in rows),
                         1000 * _pct([r["wall_s"] for r in rows], 0.99)))
     worker_cpu, beat_cpu = cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
     print("CPU: worker %.1f s (%.1f %% of one core; %.2f ms a look), beat %.1f s" % (

@@ -61,8 +61,8 @@ def breaker_verdict(node, now):
     held = _held_nodes(now) - {node.id}
     limit = settings.CUDAWEB_BREAKER_MAX_NODES
     if len(held) + 1 > limit:
-        return False, "%d nodes are quarantined or remediating within %d s; the limit is %d (CUDAWEB_BREAKER_MAX_NODES)" \
-            % (len(held), settings.CUDAWEB_BREAKER_WINDOW_S, limit)
+        return False, "%d nodes are quarantined or remediating within %d s; the limit is %d " \
+            "(CUDAWEB_BREAKER_MAX_NODES)" % (len(held), settings.CUDAWEB_BREAKER_WINDOW_S, limit)
     labels_of = dict(Node.objects.filter(id__in=held).values_list("id", "labels"))
     pct = settings.CUDAWEB_BREAKER_MAX_PCT
     for label in sorted(set(node.labels or ())):

@@ -94,7 +94,8 @@ def standin_nvidia_smi(directory, *, busy_pid=None, reset_exit=0):
     script = directory / "nvidia-smi"
     apps = "%s, %d\\n" % (UUID, busy_pid) if busy_pid else ""
     script.write_text(
-        "#!/bin/sh\necho \"$*\" >> %s\ncase \"$1\" in\n  --query-compute-apps=*) printf '%s' ;;\n  -r) if [ %d -eq 0 ]; "
+        "#!/bin/sh\necho \"$*\" >> %s\ncase \"$1\" in\n  --query-compute-apps=*) printf '%s' ;;\n"
+        "  -r) if [ %d -eq 0 ]; "
         "then echo \"GPU 00000000:00:06.0 was successfully reset.\"; else echo \"Unable to reset GPU "
         "00000000:00:06.0 because it's being used by some other process\" >&2; fi; exit %d ;;\nesac\n" % (
             log, apps, reset_exit, reset_exit))
