@@ -6,11 +6,13 @@ import json
 import logging
 import threading
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from cudaweb.health.ingest import ReportRefused, report_ingest
@@ -88,23 +90,28 @@ SESSIONS = Sessions()
 
 
 def nodes_due(now=None, limit=2000):
-    """Claim the nodes whose look is due: each claimed row's next_watch_at moves one interval on (from when it
-    was due, so the cadence does not drift with the queue). Returns [(node id, due at)]."""
+    """Claim the nodes whose look is due: each claimed row's next_watch_at moves one interval on from when it was
+    due (so the cadence does not drift with the queue), or from now for a node more than an interval late. The due
+    rows are locked (SKIP LOCKED: a second tick at once claims others) and moved by a few UPDATEs, one per interval
+    and kind, not one per node. Returns [(node id, due at)]."""
     now = now or timezone.now()
     for node_id in Node.objects.filter(loop__isnull=True).values_list("id", flat=True)[:limit]:
         NodeLoop.objects.get_or_create(node_id=node_id, defaults={"next_watch_at": now})
     policies = list(LoopPolicy.objects.all())
-    claimed = []
-    rows = (NodeLoop.objects.filter(next_watch_at__lte=now) | NodeLoop.objects.filter(next_watch_at__isnull=True))
-    for row in rows.select_related("node").order_by("next_watch_at")[:limit]:
-        node = row.node
-        if not (node.is_local or node.credential_id):
-            continue
-        due = row.next_watch_at or now
-        interval = timedelta(seconds=policy_of(node, policies).interval_s)
-        following = due + interval if due + interval > now else now + interval
-        if NodeLoop.objects.filter(node=node, next_watch_at=row.next_watch_at).update(next_watch_at=following):
-            claimed.append((node.id, due))
+    reachable = Q(node__transport=Node.Transport.LOCAL) | Q(node__credential__isnull=False)
+    with transaction.atomic():
+        rows = list(NodeLoop.objects.select_for_update(skip_locked=True, of=("self",)).select_related("node")
+                    .filter(reachable).filter(Q(next_watch_at__lte=now) | Q(next_watch_at__isnull=True))
+                    .order_by("next_watch_at")[:limit])
+        moves = defaultdict(list)
+        for row in rows:
+            interval = timedelta(seconds=policy_of(row.node, policies).interval_s)
+            late = row.next_watch_at is None or row.next_watch_at + interval <= now
+            moves[(interval, late)].append(row.node_id)
+        for (interval, late), node_ids in moves.items():
+            step = now + interval if late else F("next_watch_at") + interval
+            NodeLoop.objects.filter(node_id__in=node_ids).update(next_watch_at=step)
+    claimed = [(row.node_id, row.next_watch_at or now) for row in rows]
     return claimed
 
 
