@@ -176,7 +176,7 @@ def main():
     total_looks = sum(len(times) for times in looks.values())
     seconds = args.minutes * 60
     print("watch_scale: %d nodes, interval %d s, %.1f min, one worker (concurrency 1), beat tick %s s" % (
-        args.nodes, args.interval, args.minutes, os.environ.get("CUDAWEB_WATCH_TICK_S", "2")))
+        len(nodes), args.interval, args.minutes, os.environ.get("CUDAWEB_WATCH_TICK_S", "2")))
     print("looks: %d (%.1f/s; expected %.1f/s); nodes looked at: %d" % (
         total_looks, total_looks / seconds, args.nodes / args.interval, len(looks)))
     print("gap between two looks of a node: median %.2f s, p99 %.2f s, max %.2f s; over interval + 10 %% (%.0f s): "
