@@ -178,7 +178,7 @@ def main():
     print("watch_scale: %d nodes, interval %d s, %.1f min, one worker (concurrency 1), beat tick %s s" % (
         len(nodes), args.interval, args.minutes, os.environ.get("CUDAWEB_WATCH_TICK_S", "2")))
     print("looks: %d (%.1f/s; expected %.1f/s); nodes looked at: %d" % (
-        total_looks, total_looks / seconds, args.nodes / args.interval, len(looks)))
+        total_looks, total_looks / seconds, len(nodes) / args.interval, len(looks)))
     print("gap between two looks of a node: median %.2f s, p99 %.2f s, max %.2f s; over interval + 10 %% (%.0f s): "
           "%d of %d" % (statistics.median(gaps), _pct(gaps, 0.99), max(gaps), args.interval * 1.1,
                         sum(1 for g in gaps if g > args.interval * 1.1), len(gaps)))
