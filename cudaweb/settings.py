@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "cudaweb.playbooks",
     "cudaweb.network",
     "cudaweb.hooks",
+    "cudaweb.health",
     "cudaweb.fleet",
     "cudaweb.api",
 ]
@@ -198,6 +199,8 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
     "prune-old-runs": {"task": "cudaweb.validation.tasks.prune_runs", "schedule": 24 * 3600.0},
     "sweep-hook-deliveries": {"task": "cudaweb.hooks.tasks.sweep_deliveries", "schedule": 300.0},
+    "watch-due-nodes": {"task": "cudaweb.health.tasks.watch_due", "schedule": float(env_int("CUDAWEB_WATCH_TICK_S", 2))},
+    "sweep-loop-actions": {"task": "cudaweb.health.tasks.sweep_actions", "schedule": 60.0},
 }
 
 # Agent time budgets per mode (seconds); SSH timeouts < agent budget < Celery soft limit < hard limit.
@@ -264,6 +267,30 @@ CUDAWEB_K8S_TOKEN_FILE = env("CUDAWEB_K8S_TOKEN_FILE", "")
 CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
 # After each run, the node condition GPUHealthy and per-GPU events on nodes that have a Kubernetes name.
 CUDAWEB_K8S_NODE_HEALTH = env_bool("CUDAWEB_K8S_NODE_HEALTH", True)
+
+# The loop (cudaweb.health; README "The loop"): a light watch of every node between validations, a state machine,
+# a remediation ladder and a circuit breaker. A label's LoopPolicy (admin) overrides MODE, LADDER, AUTO, the
+# interval and the repeat rule for its nodes.
+CUDAWEB_WATCH_INTERVAL_S = env_int("CUDAWEB_WATCH_INTERVAL_S", 60)
+CUDAWEB_WATCH_TIMEOUT_S = env_int("CUDAWEB_WATCH_TIMEOUT_S", 20)  # one look, agent start included
+CUDAWEB_WATCH_BATCH = env_int("CUDAWEB_WATCH_BATCH", 50)  # looks per task
+CUDAWEB_WATCH_THREADS = env_int("CUDAWEB_WATCH_THREADS", 16)  # looks in flight at once in one worker process
+CUDAWEB_WATCH_KEEPALIVE_S = env_int("CUDAWEB_WATCH_KEEPALIVE_S", 30)  # SSH keepalive of the reused sessions
+CUDAWEB_WATCH_SESSION_IDLE_S = env_int("CUDAWEB_WATCH_SESSION_IDLE_S", 600)  # a session unused this long is closed
+CUDAWEB_LOOP_MODE = env("CUDAWEB_LOOP_MODE", "record")  # off | record (shadow mode) | act
+CUDAWEB_LOOP_LADDER = [r.strip() for r in env("CUDAWEB_LOOP_LADDER", "revalidate").split(",") if r.strip()]
+CUDAWEB_LOOP_AUTO = bool(env_int("CUDAWEB_LOOP_AUTO", 0))
+CUDAWEB_LOOP_REPEAT_LIMIT = env_int("CUDAWEB_LOOP_REPEAT_LIMIT", 2)
+CUDAWEB_LOOP_REPEAT_DAYS = env_int("CUDAWEB_LOOP_REPEAT_DAYS", 7)
+CUDAWEB_LOOP_ACTION_MARGIN_S = env_int("CUDAWEB_LOOP_ACTION_MARGIN_S", 300)
+CUDAWEB_LOOP_BURNIN_S = env_int("CUDAWEB_LOOP_BURNIN_S", 1800)
+CUDAWEB_BREAKER_MAX_NODES = env_int("CUDAWEB_BREAKER_MAX_NODES", 10)
+CUDAWEB_BREAKER_MAX_PCT = env_int("CUDAWEB_BREAKER_MAX_PCT", 10)
+CUDAWEB_BREAKER_WINDOW_S = env_int("CUDAWEB_BREAKER_WINDOW_S", 3600)
+CUDAWEB_NVIDIA_SMI = shlex.split(env("CUDAWEB_NVIDIA_SMI", "nvidia-smi"))  # on the node, e.g. "sudo -n nvidia-smi"
+CUDAWEB_RESET_TIMEOUT_S = env_int("CUDAWEB_RESET_TIMEOUT_S", 120)
+CUDAWEB_REBOOT_COMMAND = env("CUDAWEB_REBOOT_COMMAND", "")  # argv template, {node} {address}; empty: no reboot rung
+CUDAWEB_REBOOT_TIMEOUT_S = env_int("CUDAWEB_REBOOT_TIMEOUT_S", 900)
 
 LOGGING = {
     "version": 1,

@@ -44,6 +44,11 @@ ACTIONS = {
     "fabric_expectation.created": "fabric expectation set (admin)",
     "fabric_expectation.changed": "fabric expectation changed (admin)",
     "fabric_expectation.deleted": "fabric expectation removed (admin)",
+    # The loop (cudaweb.health)
+    "loop.transition": "node moved in the loop (ready, suspect, quarantined, remediating, revalidating, rma)",
+    "loop.shadow_transition": "node would have moved in the loop (policy record, shadow mode)",
+    "loop.breaker_opened": "circuit breaker opened",
+    "loop.breaker_closed": "circuit breaker closed",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",

@@ -17,6 +17,7 @@ from cudaweb.accounts.roles import has_role
 from cudaweb.api.gpu_metrics import GpuCollector
 from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
+from cudaweb.health.metrics import LoopCollector
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation import queue
@@ -145,6 +146,7 @@ class FleetCollector:
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(FleetCollector())
 REGISTRY.register(GpuCollector())  # per GPU, in dcgm-exporter's shape (cudaweb/api/gpu_metrics.py)
+REGISTRY.register(LoopCollector())  # the loop's states, events and breaker (cudaweb.health)
 
 
 def _authorised(request):

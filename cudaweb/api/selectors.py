@@ -3,6 +3,7 @@
 from django.conf import settings
 
 from cudaweb.accounts.selectors import audit_event_export, audit_events
+from cudaweb.health.selectors import events as loop_events
 from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
@@ -97,3 +98,16 @@ def audit_page(*, limit, offset, **filters):
 
 def network_test_detail(test):
     return network_test_export(test)
+
+
+def health_events(*, node_name="", since=None, limit=100):
+    node = None
+    if node_name:
+        node = Node.objects.filter(name=node_name).first()
+        if node is None:
+            return {"count": 0, "events": []}
+    rows = loop_events(node=node, since=since, limit=limit)
+    return {"count": len(rows), "events": [{
+        "id": e.id, "node": e.node.name, "gpu_uuid": e.gpu_uuid, "check": e.check_id, "signature": e.signature,
+        "severity": e.severity, "event_class": e.klass, "first_seen": e.first_seen, "last_seen": e.last_seen,
+        "count": e.count, "open": e.open, "summary": e.summary, "evidence": e.evidence} for e in rows]}

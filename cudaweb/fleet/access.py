@@ -26,6 +26,10 @@ RULES = {
     "fleet:node_baseline": {"POST": OPERATOR},
     "fleet:host_key_fetch": {"POST": ADMIN},
     "fleet:host_key_accept": {"POST": ADMIN},
+    # The loop (cudaweb.health): an operator's word on a node, the breaker an admin closes, an rma bundle
+    "fleet:node_loop_decide": {"POST": OPERATOR},
+    "fleet:breaker_close": {"POST": ADMIN},
+    "fleet:rma_bundle": {"GET": OPERATOR},
     # Onboarding: everyone may follow it; validating and deciding are an operator's
     "fleet:node_onboard": {"GET": VIEWER},
     "fleet:onboard_validate": {"POST": OPERATOR},

@@ -3,7 +3,7 @@ Who may open each one: cudaweb/fleet/access.py."""
 
 from django.urls import path
 
-from cudaweb.fleet.views import audit, fleet, network, nodes, onboarding, playbooks, runs, schedules
+from cudaweb.fleet.views import audit, fleet, loop, network, nodes, onboarding, playbooks, runs, schedules
 
 fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
@@ -17,6 +17,9 @@ fleet_patterns = ([
     path("nodes/<uuid:node_id>/host-key/accept/", nodes.host_key_accept, name="host_key_accept"),
     path("nodes/<uuid:node_id>/validate/", nodes.node_validate, name="node_validate"),
     path("nodes/<uuid:node_id>/baseline/", nodes.node_baseline, name="node_baseline"),
+    path("nodes/<uuid:node_id>/loop/", loop.node_loop_decide, name="node_loop_decide"),
+    path("loop/breaker/close/", loop.breaker_close, name="breaker_close"),
+    path("loop/bundles/<int:bundle_id>.zip", loop.rma_bundle, name="rma_bundle"),
     path("acceptance/<uuid:record_id>/", onboarding.acceptance_detail, name="acceptance_detail"),
     path("acceptance/<uuid:record_id>.json", onboarding.acceptance_json, name="acceptance_json"),
     path("acceptance/<uuid:record_id>/evidence.zip", onboarding.acceptance_bundle, name="acceptance_bundle"),

@@ -17,6 +17,8 @@ TONES = {
     "TIMED_OUT": "fail", "AGENT_ERROR": "fail", "DASHBOARD_ERROR": "fail", "INTERRUPTED": "fail",
     "RUNNING": "live", "PENDING": "live",
     "skip": "skip", "new": "skip", "ready": "skip", "ran": "ran",
+    # the loop's states (cudaweb.health.machine)
+    "suspect": "warn", "remediating": "live", "revalidating": "live", "rma": "fail",
 }
 
 

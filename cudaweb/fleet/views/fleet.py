@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from cudaweb.fleet import selectors
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
+from cudaweb.health import selectors as health_selectors
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
@@ -24,7 +25,7 @@ def node_list(request):
     query = request.GET.copy()
     query.pop("page", None)
     context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode(),
-                   overview=selectors.fleet_overview())
+                   overview=selectors.fleet_overview(), loop=health_selectors.fleet_loop())
     return render(request, "fleet/node_list.html", context)
 
 

@@ -13,6 +13,7 @@ from cudaweb.drift import selectors as drift_selectors
 from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeForm, ValidateForm
+from cudaweb.health import selectors as health_selectors
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -65,6 +66,7 @@ def node_detail(request, node_id):
         "records": node.acceptance_records.select_related("decided_by")[:10],
         "flaky": node_flakiness(node),
         "root_cause": run_root_cause(run=node.last_run),
+        "loop": health_selectors.node_timeline(node),
     })
 
 
