@@ -52,8 +52,10 @@ def watch_report(*faults):
     for name in faults:
         check_id, status, signatures, summary, evidence = FAULTS[name]
         check = by_id[check_id]
+        # the per-GPU finding as the agent writes it (agents/cudaprobe/gpu_identity.py, schema.json's checks[].gpus)
         check.update(status=status, signatures=signatures, summary=summary, evidence=evidence,
-                     gpus=[{"uuid": UUID, "index": 0}])
+                     gpus=[{"index": 0, "uuid": UUID, "bus_id": BUS, "status": status, "signatures": signatures,
+                            "summary": summary}])
         if status == "fail" or report["verdict"] == "pass":
             report["verdict"] = status
     return report
