@@ -1,5 +1,6 @@
 """Settings from the environment; SQLite and an embedded Redis by default, PostgreSQL when DATABASE_URL says so."""
 
+import ipaddress
 import os
 import re
 import shlex
@@ -140,9 +141,17 @@ if WHITENOISE_USE_FINDERS:
     warnings.filterwarnings("ignore", message="No directory at: %s" % re.escape(str(STATIC_ROOT)),
                             category=UserWarning)
 
-# The audit log's client address: REMOTE_ADDR, unless a reverse proxy of ours sets X-Forwarded-For (then the
-# address it appended last). Off by default: a client could write anything there.
-CUDAWEB_TRUST_X_FORWARDED_FOR = env_bool("CUDAWEB_TRUST_X_FORWARDED_FOR", False)
+# The client's address (audit log and login lockouts): REMOTE_ADDR, unless the connection comes from a proxy named
+# here, one address or network per hop, outermost first (then the X-Forwarded-For entry that proxy appended;
+# cudaweb.accounts.audit.client_address, django-ipware). Empty by default: a client could write anything there.
+# Behind a proxy left out of it every client has the proxy's address, and the lockout locks a user out for everyone:
+# the system check cudaweb.W001 says so (cudaweb/accounts/checks.py).
+CUDAWEB_TRUSTED_PROXIES = [p.strip() for p in env("CUDAWEB_TRUSTED_PROXIES", "").split(",") if p.strip()]
+for _proxy in CUDAWEB_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured("CUDAWEB_TRUSTED_PROXIES: %r is no IP address or network" % _proxy)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
@@ -175,9 +184,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 1
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every management command; lockouts are still logged
-# The client's address: behind our proxies (CUDAWEB_HTTPS=1) the one the first proxy saw in X-Forwarded-For, one rule
-# for lockouts and the audit log (axes' own setting; its AXES_IPWARE_* settings need django-ipware).
-CUDAWEB_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+# The client's address: one rule for lockouts and the audit log (CUDAWEB_TRUSTED_PROXIES above).
 AXES_CLIENT_IP_CALLABLE = "cudaweb.accounts.audit.client_address"
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
