@@ -233,7 +233,8 @@ CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
 CUDAWEB_FANOUT_MIN = env_int("CUDAWEB_FANOUT_MIN", 50)  # a bulk request this big is published by a worker
 # Key files are read only from this directory on the worker host; empty: key files are off (paste keys instead).
 CUDAWEB_KEY_DIR = env("CUDAWEB_KEY_DIR", "")
-# Networks the dashboard may connect to (comma-separated CIDRs, e.g. 10.0.0.0/8); empty: any address.
+# Networks the dashboard may connect to (comma-separated CIDRs, e.g. 10.0.0.0/8); empty: any address but loopback,
+# link-local, unspecified and multicast ones (cudaweb.nodes.addresses; list 127.0.0.0/8 to reach a test sshd here).
 CUDAWEB_ALLOWED_NETWORKS = env("CUDAWEB_ALLOWED_NETWORKS", "")
 CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
 CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)

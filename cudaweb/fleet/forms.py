@@ -57,7 +57,7 @@ class NodeForm(forms.Form):
                                         help_text="or: a credential already stored")
     python_path = forms.CharField(initial="python3", max_length=500,
                                   help_text="interpreter on the node that has torch")
-    labels = forms.CharField(required=False, help_text="comma separated")
+    labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
 
     def clean_name(self):
         name = _checked(validators.name_check, self.cleaned_data["name"])
@@ -81,7 +81,7 @@ class NodeForm(forms.Form):
         return path
 
     def clean_labels(self):
-        return [label.strip() for label in self.cleaned_data["labels"].split(",") if label.strip()]
+        return _checked(validators.labels_clean, self.cleaned_data["labels"].split(","))
 
     def clean(self):
         data = super().clean()

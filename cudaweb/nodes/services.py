@@ -19,6 +19,7 @@ def node_create(*, name, address, port, username, python_path="python3", labels=
     business, one layer up. Raises validators.NodeFieldError for a name, address, port or user the rule refuses."""
     checked = validators.ssh_node_check(name=name, address=address, port=port, username=username)
     name, address, port, username = checked["name"], checked["address"], checked["port"], checked["username"]
+    labels = validators.labels_clean(labels)
     if credential is None and (private_key or key_path):
         credential = SSHCredential(name="key for %s" % name, key_path=key_path, created_by=created_by)
         if private_key:
