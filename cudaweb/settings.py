@@ -82,6 +82,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "cudaweb.api.errors.JsonErrorsMiddleware",  # under /api/, every error as JSON (outermost: it sees them all)
     "django.middleware.security.SecurityMiddleware",
+    # Above WhiteNoise, which answers static files itself: they carry the policy too (make run serves them).
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # vendored static files, served by the app: no CDN
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -90,7 +92,6 @@ MIDDLEWARE = [
     "cudaweb.accounts.audit.AuditContextMiddleware",  # who and from where, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers the lockout
 ]
 
