@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Above WhiteNoise, which answers static files itself: they carry the policy too (make run serves them).
     "csp.middleware.CSPMiddleware",
+    "cudaweb.malformed.MalformedRequestMiddleware",  # 400 for what no page can read (a NUL, a latin-1 form)
     "whitenoise.middleware.WhiteNoiseMiddleware",  # vendored static files, served by the app: no CDN
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
