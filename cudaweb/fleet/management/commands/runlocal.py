@@ -48,10 +48,11 @@ def _env_port():
     return int(text)
 
 
-def _port_free_or_exit(port):
-    """Exit 2 naming the reason when 127.0.0.1:`port` cannot be ours (taken, or not a port)."""
+def _port_free_or_exit(port, given_as):
+    """Exit 2 naming the reason when 127.0.0.1:`port` cannot be ours (taken, or not a port); `given_as` is how the
+    user gave it (--port 70000, CUDAWEB_PORT=70000), so the message names what they typed."""
     if not 0 < port < 65536:
-        raise InputError("--port %d is not a TCP port (1-65535)" % port)
+        raise InputError("%s is not a TCP port (1-65535)" % given_as)
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         probe.bind(("127.0.0.1", port))
@@ -71,7 +72,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         port = options["port"] if options["port"] is not None else _env_port()
-        _port_free_or_exit(port)  # before anything starts: another server there would answer for us
+        _port_free_or_exit(port, "--port %d" % port if options["port"] is not None else "CUDAWEB_PORT=%d" % port)  # before anything starts: another server there would answer for us
         self.children = {}
         try:
             env = self._start(port)

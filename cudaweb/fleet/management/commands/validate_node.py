@@ -34,7 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the stored reports (or failures) as JSON")
 
     def _nodes(self, options):
-        if bool(options["nodes"]) == bool(options["label"]):
+        if not options["nodes"] and not options["label"]:
+            raise InputError("which nodes? name them (validate_node NAME...) or give --label LABEL")
+        if options["nodes"] and options["label"]:
             raise InputError("name nodes or give --label, not both")
         if options["label"]:
             nodes = list(nodes_with_label(options["label"]).order_by("name"))
@@ -57,8 +59,10 @@ class Command(BaseCommand):
             try:
                 runs.append(run_request(node=node, mode=options["mode"], burnin_seconds=options["burnin_seconds"]))
             except BrokerUnavailable as exc:
-                raise InputError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
-                    str(r.id) for r in runs)), returncode=EXIT_INCOMPLETE)
+                # Not an input error (CommandError would print "InputError:" before it): the message alone, exit 3.
+                self.stderr.write("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
+                    str(r.id) for r in runs)))
+                raise SystemExit(EXIT_INCOMPLETE)
         if not options["wait"]:
             for run in runs:
                 self.stdout.write(str(run.id))

@@ -1,0 +1,65 @@
+"""What the commands say when they refuse (issue 29): validate_node with no arguments asks which nodes (it said
+"not both"); with Redis down the message alone and exit 3 (it was prefixed "InputError:"); make run names the port as
+the user gave it (CUDAWEB_PORT=70000 was reported as "--port 70000"); a .pub file given as the key is named a public
+key (it was "the stored private key is not ...")."""
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.services import node_register_local
+from cudaweb.remote.connect import private_key_check
+from cudaweb.remote.transports.base import AuthFailed
+from tests.conftest import _database_url
+from tests.services import REPO, free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def test_validate_node_with_no_arguments_asks_which_nodes():
+    with pytest.raises(CommandError, match=r"which nodes\? name them .* or give --label LABEL") as refused:
+        call_command("validate_node", stdout=io.StringIO())
+    assert refused.value.returncode == 2 and "not both" not in str(refused.value)
+    node_register_local()
+    with pytest.raises(CommandError, match="not both"):
+        call_command("validate_node", "localhost", "--label", "x", stdout=io.StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redis_down_is_the_message_alone_and_exit_3():
+    from django.db import connection
+    node_register_local(python_path=sys.executable)
+    done = subprocess.run([sys.executable, "manage.py", "validate_node", "localhost"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "DJANGO_SETTINGS_MODULE":
+                          "tests.settings", "DATABASE_URL": _database_url(connection.settings_dict),
+                          "REDIS_URL": "redis://127.0.0.1:%d/0" % free_port()})
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith("the task queue (Redis) does not answer") and "InputError" not in done.stderr
+
+
+@pytest.mark.parametrize("env, args, said", [({"CUDAWEB_PORT": "70000"}, [], "CUDAWEB_PORT=70000 is not a TCP port"),
+                                             ({}, ["--port", "70000"], "--port 70000 is not a TCP port")])
+def test_make_run_names_the_port_as_it_was_given(monkeypatch, env, args, said):
+    monkeypatch.delenv("CUDAWEB_PORT", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(CommandError) as refused:
+        call_command("runlocal", *args, stdout=io.StringIO())
+    assert str(refused.value).startswith(said) and refused.value.returncode == 2
+
+
+def test_a_public_key_given_as_the_key_is_named_so(tmp_path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    with pytest.raises(AuthFailed, match=r"this is a public key \(the .pub file\)"):
+        private_key_check((tmp_path / "id.pub").read_text())
+    with pytest.raises(AuthFailed, match="^the private key is not a readable"):
+        private_key_check("not a key")
+    with pytest.raises(CommandError, match="this is a public key"):
+        call_command("add_node", "gpu-p", "--transport", "ssh", "--address", "198.18.0.5", "--user", "ops",
+                     "--key-file", str(tmp_path / "id.pub"), stdout=io.StringIO())
+    assert not Node.objects.exists()
