@@ -63,3 +63,18 @@ def test_a_public_key_given_as_the_key_is_named_so(tmp_path):
         call_command("add_node", "gpu-p", "--transport", "ssh", "--address", "198.18.0.5", "--user", "ops",
                      "--key-file", str(tmp_path / "id.pub"), stdout=io.StringIO())
     assert not Node.objects.exists()
+
+
+def test_validate_node_refuses_an_ssh_node_without_an_accepted_key_like_the_page_and_the_api():
+    """It created a HOST_KEY_MISMATCH run, exited 3, and the fleet then showed the node Unreachable."""
+    from cudaweb.nodes.services import node_create
+    from cudaweb.validation.models import ValidationRun
+
+    node = node_create(name="gpu-nokey", address="198.18.0.5", port=22, username="ops", private_key="k")
+    for args in (["gpu-nokey", "--wait"], ["gpu-nokey"]):
+        with pytest.raises(CommandError, match="accept the host key of gpu-nokey before validating it") as refused:
+            call_command("validate_node", *args, stdout=io.StringIO())
+        assert refused.value.returncode == 2
+    assert not ValidationRun.objects.exists()
+    node.refresh_from_db()
+    assert node.status == Node.Status.NEW

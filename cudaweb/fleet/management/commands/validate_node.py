@@ -51,6 +51,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         nodes = self._nodes(options)
+        unready = [node.name for node in nodes if not node.can_validate]
+        if unready:  # the page's and the API's rule (409 there): no run is created for a node we may not reach
+            raise InputError("accept the host key of %s before validating %s (node page: Fetch host key, then "
+                             "Accept); nothing was queued" % (", ".join(unready), "it" if len(unready) == 1 else
+                                                             "them"))
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
             raise InputError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
