@@ -8,7 +8,7 @@ from django.conf import settings
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import AcceptanceRecord
-from cudaweb.nodes import validators
+from cudaweb.nodes import states, validators
 from cudaweb.nodes.keyfiles import KeyFileRefused, key_file_path
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.remote.connect import private_key_check
@@ -139,21 +139,24 @@ class OnboardValidateForm(BurninFields):
         return self.cleaned_data.get("mode") or ValidationRun.Mode.FULL
 
 
-# "Ready" only says the host key was accepted; the pages never show it as if a run had judged the node.
-STATUS_WORDS = {"new": "Host key to accept", "ready": "Not validated yet"}
 
 
 class FleetFilterForm(forms.Form):
     q = forms.CharField(required=False, label="search", widget=forms.TextInput(
         attrs={"type": "search", "placeholder": "name or address"}))
-    status = forms.ChoiceField(choices=[("", "any status")] + [(value, STATUS_WORDS.get(value, label))
-                                                              for value, label in Node.Status.choices], required=False)
+    status = forms.ChoiceField(choices=[("", "any state")] + [(s.key, s.label) for s in states.STATES.values()],
+                               required=False)
     gpu_model = forms.CharField(required=False)
     label = forms.CharField(required=False)
     failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],
                                       required=False)
     sort = forms.ChoiceField(choices=[(s, s) for s in ("name", "-name", "status", "-status", "validated",
                                                        "-validated", "gpu", "-gpu")], required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the states as the registry holds them now: a module may define one after this one was imported
+        self.fields["status"].choices = [("", "any state")] + [(s.key, s.label) for s in states.STATES.values()]
 
 
 class BulkValidateForm(BurninFields):

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.network.models import PairResult
+from cudaweb.nodes import states
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import runs_root_causes
@@ -26,7 +27,7 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     last run's root cause."""
     nodes = Node.objects.select_related("last_run")
     if status:
-        nodes = nodes.filter(status=status)
+        nodes = nodes.filter(states.state_filter(status) or Q(pk__in=[]))
     if gpu_model:
         nodes = nodes.filter(gpu_model=gpu_model)
     if label:
@@ -48,7 +49,7 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
         node.live_run = live.get(node.id)
         node.root_cause = causes.get(node.last_run_id)
         node.layer_cells = [(layer, node.layer_status.get(layer, "")) for layer in LAYERS]
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
+    counts = states.state_counts(Node.objects.all())
     models_and_labels = Node.objects.values_list("gpu_model", "labels")
     gpu_models = sorted({m for m, _ in models_and_labels if m})
     labels = sorted({lab for _, labs in models_and_labels for lab in (labs or [])})
@@ -138,7 +139,7 @@ def fleet_overview(*, now=None):
     the layer that fails first and by the check that is their root cause, nodes by GPU model, validations per day
     (the last OVERVIEW_DAYS), and the nodes that need attention first."""
     now = now or timezone.now()
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
+    counts = states.state_counts(Node.objects.all())
     failing = list(Node.objects.filter(status=Node.Status.FAILING).values_list("id", "layer_status"))
     by_layer = {}
     for _, layers in failing:
