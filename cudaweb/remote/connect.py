@@ -88,7 +88,10 @@ def host_key_fetch(*, node, on_behalf_of=None):
                                                                 settings.CUDAWEB_SSH_CONNECT_TIMEOUT)
     except base.Unreachable:
         # one message whatever the cause (refused, filtered, not SSH): the dashboard is no port scanner
-        raise base.Unreachable("no SSH host key could be read from %s:%d" % (node.address, node.port)) from None
+        raise base.Unreachable(
+            "no SSH host key could be read from %s:%d: nothing there answered as an SSH server. Check the address "
+            "and port, that sshd runs on the node, and that a firewall lets this dashboard's workers reach it"
+            % (node.address, node.port)) from None
     audit.record("host_key.fetched", actor=on_behalf_of, obj=node, address="%s:%d" % (node.address, node.port),
                  key_type=key_type, fingerprint=fingerprint)
     return node_services.host_key_record(node=node, key_type=key_type, key_base64=key_base64, fingerprint=fingerprint)

@@ -77,8 +77,8 @@ def host_key_fetch(request, node_id):
     except connect.QueueDown as exc:
         messages.error(request, "%s. Nothing was asked; try again once Redis is back." % exc)
         return _back(request, node)
-    messages.info(request, "A worker is reading the host key of %s:%d; this page shows it when it arrives." % (
-        node.address, node.port))
+    # No flash message: the page says a worker is reading the key where the key will be, and that sentence gives
+    # way to the key or to why it could not be read (a flash would stay above the error, saying it is still read).
     return _back(request, node)
 
 
