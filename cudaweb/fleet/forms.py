@@ -148,8 +148,8 @@ class FleetFilterForm(forms.Form):
                                required=False)
     gpu_model = forms.CharField(required=False)
     label = forms.CharField(required=False)
-    failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],
-                                      required=False)
+    failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS] + [
+        ("none", "failing, no layer")], required=False)
     sort = forms.ChoiceField(choices=[(s, s) for s in ("name", "-name", "status", "-status", "validated",
                                                        "-validated", "gpu", "-gpu")], required=False)
 

@@ -21,6 +21,8 @@ SORTS = {"name": "name", "-name": "-name", "status": "status", "-status": "-stat
 PER_PAGE = 50
 SEARCH_CAP = 255  # Node.address's max_length, the longest field searched
 
+NO_LAYER = "none"  # the failing-layer filter's key for failing nodes no layer explains
+
 
 def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
     """Nodes filtered, sorted and paginated, with per-status counts, filter choices, the runs in progress and each
@@ -34,6 +36,11 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
         nodes = with_label(nodes, label)
     if failing_layer in LAYERS:
         nodes = nodes.filter(**{"layer_status__%s" % failing_layer: "fail"})
+    elif failing_layer == NO_LAYER:  # failing, but no layer's checks fail (the overview's "no layer" bar)
+        nodes = nodes.filter(status=Node.Status.FAILING)
+        for layer in LAYERS:  # a layer absent from the node's row counts as not failing (SQL's NULL would not)
+            key = "layer_status__%s" % layer
+            nodes = nodes.filter(Q(**{key + "__isnull": True}) | ~Q(**{key: "fail"}))
     if q:
         # Longer than any name or address: it matches nothing (and SQLite refuses a LIKE pattern over 50,000 bytes).
         nodes = nodes.filter(Q(name__icontains=q) | Q(address__icontains=q)) if len(q) <= SEARCH_CAP else nodes.none()
@@ -176,7 +183,8 @@ def fleet_overview(*, now=None):
     return {
         "total": total, "counts": counts,
         "failing_total": len(failing),
-        "by_layer": [{"layer": layer, "n": by_layer[layer]} for layer in LAYERS + ("no layer",) if by_layer.get(layer)],
+        "by_layer": [{"layer": layer, "key": NO_LAYER if layer == "no layer" else layer, "n": by_layer[layer]}
+                     for layer in LAYERS + ("no layer",) if by_layer.get(layer)],
         "by_cause": by_cause["groups"], "by_model": models, "per_day": per_day,
         "validated_days": sum(d["total"] for d in per_day),
         "attention": attention, "attention_more": max(0, attention_total - len(attention)),

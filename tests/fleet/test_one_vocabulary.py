@@ -40,6 +40,7 @@ def test_tile_table_filter_and_api_use_one_name(operator_client, fleet, admin_us
         row = page[page.index("<b>%s</b></a>" % name):]
         assert row.index(state.label) < row.index("</tr>")  # the table's badge on that node's row
         listed = operator_client.get(reverse("fleet:node_list"), {"status": state.key}).content.decode()
+        listed = listed[listed.index('<table class="grid fleet">'):]
         assert "<b>%s</b></a>" % name in listed  # the tile's link filters by the same key
     assert states.node_state(fleet["ssh-nokey"]).key == "key_to_accept"
     assert states.node_state(fleet["here"]).key == "not_validated"
@@ -53,3 +54,18 @@ def test_a_state_another_module_defines_is_listed_by_the_filter():
         assert states.state_filter("remediating") is not None and states.STATES["remediating"] is state
     finally:
         del states.STATES["remediating"]
+
+
+def test_the_no_layer_bar_links_to_a_filter_that_is_honoured(operator_client):
+    """The overview's "no layer" bar (failing nodes no layer explains) linked to ?failing_layer=no layer, ignored."""
+    Node.objects.create(name="by-layer", transport=Node.Transport.LOCAL, status=Node.Status.FAILING,
+                        layer_status={"L1": "fail", "L0": "pass"})
+    Node.objects.create(name="no-layer", transport=Node.Transport.LOCAL, status=Node.Status.FAILING,
+                        layer_status={"L0": "pass"})
+    Node.objects.create(name="fine", transport=Node.Transport.LOCAL, status=Node.Status.PASSING)
+    page = operator_client.get(reverse("fleet:node_list")).content.decode()
+    link = re.search(r'href="(\?failing_layer=[^"]+)">no layer</a>', page)
+    assert link, "no 'no layer' bar"
+    listed = operator_client.get(reverse("fleet:node_list") + link.group(1).replace("&amp;", "&")).content.decode()
+    listed = listed[listed.index('<table class="grid fleet">'):]  # the table, not the attention card above it
+    assert "<b>no-layer</b>" in listed and "<b>by-layer</b>" not in listed and "<b>fine</b>" not in listed
