@@ -3,6 +3,7 @@ words for it (cudaweb.nodes.states); an SSH node without an accepted key was "Ho
 "Not validated" in the table and "new" in the API."""
 
 import re
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -69,3 +70,19 @@ def test_the_no_layer_bar_links_to_a_filter_that_is_honoured(operator_client):
     listed = operator_client.get(reverse("fleet:node_list") + link.group(1).replace("&amp;", "&")).content.decode()
     listed = listed[listed.index('<table class="grid fleet">'):]  # the table, not the attention card above it
     assert "<b>no-layer</b>" in listed and "<b>by-layer</b>" not in listed and "<b>fine</b>" not in listed
+
+
+def test_the_fleet_page_refreshes_itself_like_the_run_and_batch_pages(operator_client):
+    """Its overview and its rows are fragments of the same URL that live.js polls (every 15 s, paused while the tab
+    is hidden, and a rows refresh skipped while a box is ticked)."""
+    Node.objects.create(name="gpu-1", transport=Node.Transport.LOCAL, status=Node.Status.PASSING)
+    page = operator_client.get(reverse("fleet:node_list"), {"label": ""}).content.decode()
+    assert 'data-poll-url="?label=&amp;fragment=overview" data-poll-every="15000"' in page
+    assert 'data-poll-url="?label=&amp;fragment=rows" data-poll-every="15000" data-poll-hold="input:checked"' in page
+    Node.objects.create(name="gpu-2", transport=Node.Transport.LOCAL, status=Node.Status.FAILING)
+    rows = operator_client.get(reverse("fleet:node_list"), {"fragment": "rows"}).content.decode()
+    assert "<b>gpu-2</b>" in rows and "<html" not in rows and 'data-live="1"' in rows
+    overview = operator_client.get(reverse("fleet:node_list"), {"fragment": "overview"}).content.decode()
+    assert 'id="status-counts"' in overview and "Failing" in overview and "<html" not in overview
+    script = (Path(__file__).resolve().parents[2] / "static" / "cudaweb" / "live.js").read_text()
+    assert "pollEvery" in script and "pollHold" in script and "document.hidden" in script
