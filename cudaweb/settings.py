@@ -189,7 +189,11 @@ AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every management command;
 # The client's address: one rule for lockouts and the audit log (CUDAWEB_TRUSTED_PROXIES above).
 AXES_CLIENT_IP_CALLABLE = "cudaweb.accounts.audit.client_address"
 
-REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env("REDIS_URL", "")
+# Neither the environment nor a running `make run` (var/runtime.env) names a Redis: no dashboard runs here. Commands
+# say so (cudaweb.cli.dashboard_or_exit) instead of queueing into whatever else answers on the default port.
+CUDAWEB_NO_DASHBOARD = not REDIS_URL
+REDIS_URL = REDIS_URL or "redis://127.0.0.1:6379/0"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

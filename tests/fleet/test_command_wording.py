@@ -78,3 +78,31 @@ def test_validate_node_refuses_an_ssh_node_without_an_accepted_key_like_the_page
     assert not ValidationRun.objects.exists()
     node.refresh_from_db()
     assert node.status == Node.Status.NEW
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("command, code", [(["validate_node", "localhost"], 3),
+                                           (["test_network", "a", "b"], 2)])
+def test_with_make_run_stopped_commands_say_no_dashboard_runs(tmp_path, command, code):
+    """No REDIS_URL and no var/runtime.env: the default 127.0.0.1:6379 may be another Redis, which would take the
+    runs and never run them. (Our own Redis listens there in this test, so a queued run would be seen.)"""
+    from django.db import connection
+
+    from cudaweb.validation.models import ValidationRun
+    node_register_local(python_path=sys.executable)
+    for name in ("a", "b"):
+        node_register_local(name=name, python_path=sys.executable)
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DJANGO_SETTINGS_MODULE="cudaweb.settings", DATABASE_URL=_database_url(connection.settings_dict),
+               CUDAWEB_VAR_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "manage.py", *command], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.startswith("no dashboard is running here: `make run` is stopped") and \
+        "set REDIS_URL" in done.stderr
+    assert not ValidationRun.objects.exists()
+
+
+def test_make_run_serves_static_files_through_the_middleware():
+    from cudaweb.fleet.management.commands.runlocal import web_command
+    assert "--insecure" not in web_command(8000)

@@ -41,6 +41,12 @@ def _stop(popen, timeout=10):
     popen.wait()
 
 
+def web_command(port):
+    """The web server of make run. No --insecure: runserver would then serve static files itself, past every
+    middleware (no Content-Security-Policy, no nosniff); WhiteNoise serves them instead (settings)."""
+    return [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload"]
+
+
 def _env_port():
     text = os.environ.get("CUDAWEB_PORT", "8000")
     if not text.isdigit():
@@ -131,8 +137,7 @@ class Command(BaseCommand):
         node_register_local(python_path=sys.executable)
         self.children["worker"] = self._worker(env)
         self.children["web"] = subprocess.Popen(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload",
-             "--insecure"], env=env, start_new_session=True)
+            web_command(port), env=env, start_new_session=True)
         if not wait_for_port(port, timeout=30) or self.children["web"].poll() is not None:
             raise SystemExit("the web server did not start on port %d" % port)
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))

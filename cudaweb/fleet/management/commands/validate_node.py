@@ -6,7 +6,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
+from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError, dashboard_or_exit
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -51,6 +51,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         nodes = self._nodes(options)
+        dashboard_or_exit(self.stderr)
         unready = [node.name for node in nodes if not node.can_validate]
         if unready:  # the page's and the API's rule (409 there): no run is created for a node we may not reach
             raise InputError("accept the host key of %s before validating %s (node page: Fetch host key, then "
