@@ -95,6 +95,24 @@ class NodeForm(forms.Form):
         return data
 
 
+class NodeEditForm(forms.Form):
+    """An SSH node's way in, changed by an admin: the add-node rule (validators) for each field."""
+    address = forms.CharField(max_length=255)
+    port = forms.IntegerField(min_value=1, max_value=65535)
+    username = forms.CharField(max_length=64, label="user")
+    python_path = forms.CharField(max_length=500, help_text="interpreter on the node that has torch")
+    labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
+
+    def clean_address(self):
+        return _checked(validators.address_clean, self.cleaned_data["address"])
+
+    def clean_username(self):
+        return _checked(validators.username_check, self.cleaned_data["username"])
+
+    def clean_labels(self):
+        return _checked(validators.labels_clean, self.cleaned_data["labels"].split(","))
+
+
 class BurninFields(forms.Form):
     """The burn-in length beside a mode: 5 min, 30 min, 2 h or custom seconds; cleaned_data["burnin_seconds"] is
     the length in burn-in mode, None in the others."""

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from cudaweb.drift import selectors as drift_selectors
 from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.access import guarded
-from cudaweb.fleet.forms import NodeForm, ValidateForm
+from cudaweb.fleet.forms import NodeEditForm, NodeForm, ValidateForm
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -51,6 +51,24 @@ def node_add(request):
         messages.info(request, "Node %s added. Check its host key fingerprint." % node.name)
         return redirect("fleet:node_onboard", node_id=node.id)
     return render(request, "fleet/node_add.html", {"form": form})
+
+
+@guarded
+def node_edit(request, node_id):
+    """An admin changes an SSH node's address, port, user, Python or labels; a new address drops the host key."""
+    node = get_object_or_404(Node, id=node_id, transport=Node.Transport.SSH)
+    initial = {"address": node.address, "port": node.port, "username": node.username,
+               "python_path": node.python_path, "labels": ", ".join(node.labels or [])}
+    form = NodeEditForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        node, changes = node_services.node_edit(node=node, changed_by=request.user, **form.cleaned_data)
+        if "address" in changes or "port" in changes:
+            messages.warning(request, "Address changed: the host key was dropped. Fetch the new one and compare its "
+                                      "fingerprint before accepting it; no run reaches the node until then.")
+        else:
+            messages.info(request, "Saved." if changes else "Nothing changed.")
+        return redirect(node)
+    return render(request, "fleet/node_edit.html", {"node": node, "form": form})
 
 
 @guarded
