@@ -106,3 +106,23 @@ def test_with_make_run_stopped_commands_say_no_dashboard_runs(tmp_path, command,
 def test_make_run_serves_static_files_through_the_middleware():
     from cudaweb.fleet.management.commands.runlocal import web_command
     assert "--insecure" not in web_command(8000)
+
+
+def test_ctrl_c_of_make_run_is_one_line_naming_what_was_interrupted(capsysbinary):
+    """It printed a 40-line WorkerLostError traceback; now one line, and the worker's log is dropped once stopping."""
+    import io as _io
+    import threading
+
+    from cudaweb.fleet.management.commands import runlocal
+    from cudaweb.validation.models import ValidationRun
+
+    node = node_register_local()
+    run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.RUNNING, mode="quick")
+    line = runlocal.Command()._interrupted_line()
+    assert "\n" not in line and line.startswith("stopping; interrupted: localhost (run %s, RUNNING)" % str(run.id)[:8])
+    assert "tried once more" in line
+    stopping = threading.Event()
+    runlocal._forward(_io.BytesIO(b"worker ready\n"), stopping)
+    stopping.set()
+    runlocal._forward(_io.BytesIO(b"Traceback (most recent call last):\nWorkerLostError\n"), stopping)
+    assert capsysbinary.readouterr().err == b"worker ready\n"
