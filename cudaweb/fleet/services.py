@@ -72,8 +72,7 @@ def _acceptance_record(*, node, run, decision, user, note, token):
         Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
     else:
         Node.objects.filter(id=node.id).update(status=node_status_of_verdict(run.verdict, Node.Status.READY))
-        # the first accepted run is the node's baseline, unless it FAILED: later runs are not judged against a failure
-        if node.baseline_id is None and run.status != ValidationRun.Status.FAILED:
+        if node.baseline_id is None:  # the first accepted run is the node's baseline (a FAILED one only with a reason)
             baseline_pin(node=node, run=run)
     signal = node_quarantined if decision == AcceptanceRecord.Decision.QUARANTINED else node_accepted
     transaction.on_commit(lambda: signal.send(sender=Node, node_id=node.id, run_id=run.id, note=note))
