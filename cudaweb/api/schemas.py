@@ -81,7 +81,10 @@ class RootCause(Schema):
 
 class NodeOut(Schema):
     name: str
-    status: NodeStatus
+    status: NodeStatus = Field(description="the stored status; `state` reads it with whether a run judged the node")
+    state: str = Field(description="the node's state, the word the fleet page uses (cudaweb.nodes.states): "
+                       "key_to_accept, not_validated, ready, passing, warning, failing, unreachable, quarantined")
+    state_label: str = Field(description="the state as the pages show it, e.g. 'Not validated'")
     transport: str
     address: str
     labels: List[str]

@@ -6,6 +6,7 @@ from cudaweb.accounts.selectors import audit_event_export, audit_events
 from cudaweb.health.selectors import events as loop_events
 from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
+from cudaweb.nodes.states import node_state
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
 from cudaweb.validation.models import ValidationRun
@@ -27,7 +28,9 @@ def _flaky_out(count):
 
 
 def _node_out(node, live_run, root_cause, flaky_runs=0):
-    return {"name": node.name, "status": node.status, "transport": node.transport, "address": node.address,
+    state = node_state(node)
+    return {"name": node.name, "status": node.status, "state": state.key, "state_label": state.label,
+            "transport": node.transport, "address": node.address,
             "labels": [str(label) for label in node.labels or []], "gpu_model": node.gpu_model,
             "gpu_count": node.gpu_count, "layer_status": node.layer_status or {},
             "metrics": {k: v for k, v in (node.metrics or {}).items() if isinstance(v, (int, float))},

@@ -22,6 +22,7 @@ RULES = {
     "fleet:nodes_validate": {"POST": OPERATOR},
     "fleet:node_add": {"GET": ADMIN, "POST": ADMIN},  # a node and its SSH credential
     "fleet:node_detail": {"GET": VIEWER},
+    "fleet:node_edit": {"GET": ADMIN, "POST": ADMIN},  # where the worker connects: an admin's, like adding a node
     "fleet:node_validate": {"POST": OPERATOR},
     "fleet:node_baseline": {"POST": OPERATOR},
     "fleet:host_key_fetch": {"POST": ADMIN},

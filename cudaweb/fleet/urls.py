@@ -9,6 +9,7 @@ fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
     path("nodes/validate/", fleet.nodes_validate, name="nodes_validate"),
     path("nodes/add/", nodes.node_add, name="node_add"),
+    path("nodes/<uuid:node_id>/edit/", nodes.node_edit, name="node_edit"),
     path("nodes/<uuid:node_id>/", nodes.node_detail, name="node_detail"),
     path("nodes/<uuid:node_id>/onboard/", onboarding.node_onboard, name="node_onboard"),
     path("nodes/<uuid:node_id>/onboard/validate/", onboarding.onboard_validate, name="onboard_validate"),

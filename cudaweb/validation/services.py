@@ -244,7 +244,7 @@ def run_execute(*, run_id):
     try:
         report = hostoutput.clean(parse_report(result.stdout))
     except ReportError as exc:
-        reason, raw_output = _unparsable(result, exc)
+        reason, raw_output = _unparsable(result, exc, python=node.python_path)
         run_finish(run=run, status=Status.AGENT_ERROR, reason=reason, raw_output=raw_output)
         return Status.AGENT_ERROR
     retry, outcomes = {}, {}
@@ -278,9 +278,21 @@ def _run_prepare(*, run_id):
     return run, agent_args
 
 
-def _unparsable(result, error):
-    """The reason and the kept output of output that is not a report; binary output is kept as a short sample."""
+NOT_STARTED = {126: "is not executable", 127: "was not found"}  # the shell's and coreutils timeout's exit codes
+
+
+def _unparsable(result, error, python=""):
+    """The reason and the kept output of output that is not a report; binary output is kept as a short sample.
+    An interpreter that could not be started (exit 126 / 127, nothing printed) is named once, with the fix."""
     truncated = ", output truncated" if result.truncated else ""
+    if result.exit_status in NOT_STARTED and not result.stdout.strip():
+        said = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "")
+        if python and (python in said or not said):
+            reason = ("the node's Python %s %s (exit status %d): set the node's Python to an interpreter that has "
+                      "torch" % (python, NOT_STARTED[result.exit_status], result.exit_status))
+        else:  # something else could not be started (timeout, env): the host's own words
+            reason = "the agent could not be started: %s (exit status %d)" % (said[:300], result.exit_status)
+        return reason, result.stderr
     if hostoutput.looks_binary(result.stdout):
         reason = ("the agent's output is binary, not a report (%d characters%s, agent exit status %s); its first "
                   "%d characters are kept, escaped" % (len(result.stdout), truncated, result.exit_status,

@@ -24,9 +24,13 @@ def node_list(request):
     context = selectors.fleet_page(**{k: v for k, v in filters.items() if v}, page=request.GET.get("page", 1))
     query = request.GET.copy()
     query.pop("page", None)
+    query.pop("fragment", None)
     context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode(),
                    overview=selectors.fleet_overview(), loop=health_selectors.fleet_loop())
-    return render(request, "fleet/node_list.html", context)
+    # The page refreshes itself (live.js): the overview and the table's rows, each a fragment of this same URL.
+    fragment = {"overview": "fleet/_fleet_overview.html", "rows": "fleet/_fleet_rows.html"}.get(
+        request.GET.get("fragment", ""))
+    return render(request, fragment or "fleet/node_list.html", context)
 
 
 @guarded

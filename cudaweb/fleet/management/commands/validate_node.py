@@ -9,7 +9,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db.models import Q
 
-from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
+from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError, dashboard_or_exit
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -39,7 +39,9 @@ class Command(BaseCommand):
                             "testsuite per layer, one testcase per check)")
 
     def _nodes(self, options):
-        if bool(options["nodes"]) == bool(options["label"]):
+        if not options["nodes"] and not options["label"]:
+            raise InputError("which nodes? name them (validate_node NAME...) or give --label LABEL")
+        if options["nodes"] and options["label"]:
             raise InputError("name nodes or give --label, not both")
         if options["label"]:
             nodes = list(nodes_with_label(options["label"]).order_by("name"))
@@ -65,6 +67,12 @@ class Command(BaseCommand):
         if options["junit"] and not os.access(os.path.dirname(os.path.abspath(options["junit"])), os.W_OK):
             raise InputError("cannot write %s: its directory is missing or not writable" % options["junit"])
         nodes = self._nodes(options)
+        dashboard_or_exit(self.stderr)
+        unready = [node.name for node in nodes if not node.can_validate]
+        if unready:  # the page's and the API's rule (409 there): no run is created for a node we may not reach
+            raise InputError("accept the host key of %s before validating %s (node page: Fetch host key, then "
+                             "Accept); nothing was queued" % (", ".join(unready), "it" if len(unready) == 1 else
+                                                             "them"))
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
             raise InputError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
@@ -73,8 +81,10 @@ class Command(BaseCommand):
             try:
                 runs.append(run_request(node=node, mode=options["mode"], burnin_seconds=options["burnin_seconds"]))
             except BrokerUnavailable as exc:
-                raise InputError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
-                    str(r.id) for r in runs)), returncode=EXIT_INCOMPLETE)
+                # Not an input error (CommandError would print "InputError:" before it): the message alone, exit 3.
+                self.stderr.write("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
+                    str(r.id) for r in runs)))
+                raise SystemExit(EXIT_INCOMPLETE)
         if not options["wait"]:
             for run in runs:
                 self.stdout.write(str(run.id))
