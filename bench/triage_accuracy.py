@@ -1,6 +1,10 @@
 """Accuracy of `manage.py triage_log --json` on labelled real error texts; prints figures, never the texts.
 
     python bench/triage_accuracy.py [--split S] [--confident 1.0] [--repo DIR] CORPUS.jsonl...
+    python bench/triage_accuracy.py [--repo DIR]      # every split of both corpora, each with its exposure
+
+Beside every figure it prints what the rules have been exposed to on that split (tests/data/split_exposure.yaml:
+development, or its one blind measurement and what came after it), so no figure reads as blind that is not.
 
 Runs the command as a user would (one process, every entry a file), so the figure is the interface's own.
 --repo runs another checkout's manage.py (the blind protocol measures a holdout on the code as it was before
@@ -19,6 +23,21 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+CORPORA = (REPO / "tests" / "data" / "triage_corpus.jsonl", REPO / "tests" / "data" / "triage_gpu_corpus.jsonl")
+EXPOSURE = REPO / "tests" / "data" / "split_exposure.yaml"
+
+
+def exposure_of(split):
+    """One line: what the rules have been exposed to on this split (unknown splits say so)."""
+    import yaml
+
+    known = yaml.safe_load(EXPOSURE.read_text(encoding="utf-8")) or {}
+    if split not in known:
+        return "exposure: not recorded in %s" % EXPOSURE.name
+    item = known[split]
+    blind = item.get("blind")
+    first = " | blind once %s at %s: %s" % (blind["date"], blind["code"], blind["top1"]) if blind else ""
+    return "%s%s | %s" % (item["kind"], first, " ".join(str(item["exposure"]).split()))
 
 
 def entries_of(paths, split=None):
@@ -78,9 +97,29 @@ def score(entries, results, confident):
             "misses": misses, "misses_by_category": dict(by_category)}
 
 
+def line_of(figures, confident):
+    n = figures["n"]
+    if not n:
+        return "0 texts"
+    return "%d texts: top-1 %d (%.1f %%), top-3 %d (%.1f %%), wrong first at score >= %.2f: %d" % (
+        n, figures["top1"], 100.0 * figures["top1"] / n, figures["top3"], 100.0 * figures["top3"] / n,
+        confident, figures["confident_wrong"])
+
+
+def every_split(paths, args):
+    """Each split of the corpora measured in one triage_log run, printed with its exposure."""
+    entries = entries_of(paths)
+    results = triage_all(entries, args.repo)
+    for split in sorted({e["split"] for e in entries}):
+        chosen = [(e, r) for e, r in zip(entries, results) if e["split"] == split]
+        figures = score([e for e, _ in chosen], [r for _, r in chosen], args.confident)
+        print("%-14s %s" % (split, line_of(figures, args.confident)))
+        print("%-14s   %s" % ("", exposure_of(split)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("corpus", nargs="+")
+    parser.add_argument("corpus", nargs="*")
     parser.add_argument("--split")
     parser.add_argument("--confident", type=float, default=1.0)
     parser.add_argument("--repo", default=str(REPO))
@@ -88,13 +127,14 @@ def main():
                         help="in this process, each entry left out of the similarity examples (for dev entries)")
     parser.add_argument("--show-misses", action="store_true", help="list missed ids (not for a blind holdout)")
     args = parser.parse_args()
-    entries = entries_of(args.corpus, args.split)
+    if not args.split and not args.leave_one_out:
+        return every_split(args.corpus or [str(p) for p in CORPORA], args)
+    entries = entries_of(args.corpus or [str(p) for p in CORPORA], args.split)
     results = triage_in_process(entries) if args.leave_one_out else triage_all(entries, args.repo)
     figures = score(entries, results, args.confident)
-    n = figures["n"]
-    print("%d texts: top-1 %d (%.1f %%), top-3 %d (%.1f %%), wrong first at score >= %.2f: %d" % (
-        n, figures["top1"], 100.0 * figures["top1"] / n, figures["top3"], 100.0 * figures["top3"] / n,
-        args.confident, figures["confident_wrong"]))
+    print(line_of(figures, args.confident))
+    if args.split:
+        print("exposure: %s" % exposure_of(args.split))
     print("misses by category: %s" % json.dumps(figures["misses_by_category"], sort_keys=True))
     if args.show_misses:
         print("\n".join(figures["misses"]))

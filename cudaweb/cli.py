@@ -6,6 +6,20 @@ from django.core.management.base import CommandError
 EXIT_PASS, EXIT_FINDINGS, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 
+NO_DASHBOARD = ("no dashboard is running here: `make run` is stopped (var/runtime.env is gone) and REDIS_URL is not "
+                "set, so nothing was queued. Start `make run`, or set REDIS_URL to the dashboard's Redis")
+
+
+def dashboard_or_exit(stderr, code=EXIT_INCOMPLETE):
+    """Exit 3 saying no dashboard runs, when no Redis is named (cudaweb.settings.CUDAWEB_NO_DASHBOARD): the default
+    127.0.0.1:6379 may be someone else's Redis, which would take the runs and never run them."""
+    from django.conf import settings
+
+    if getattr(settings, "CUDAWEB_NO_DASHBOARD", False):
+        stderr.write(NO_DASHBOARD)
+        raise SystemExit(code)
+
+
 class InputError(CommandError):
     """A usage or input error: exits 2 (Django's CommandError exits 1, which is a failure verdict here)."""
 

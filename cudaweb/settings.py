@@ -1,5 +1,6 @@
 """Settings from the environment; SQLite and an embedded Redis by default, PostgreSQL when DATABASE_URL says so."""
 
+import ipaddress
 import os
 import re
 import shlex
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "cudaweb.playbooks",
     "cudaweb.network",
     "cudaweb.hooks",
+    "cudaweb.health",
     "cudaweb.fleet",
     "cudaweb.api",
 ]
@@ -81,6 +83,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "cudaweb.api.errors.JsonErrorsMiddleware",  # under /api/, every error as JSON (outermost: it sees them all)
     "django.middleware.security.SecurityMiddleware",
+    # Above WhiteNoise, which answers static files itself: they carry the policy too (make run serves them).
+    "csp.middleware.CSPMiddleware",
+    "cudaweb.malformed.MalformedRequestMiddleware",  # 400 for what no page can read (a NUL, a latin-1 form)
     "whitenoise.middleware.WhiteNoiseMiddleware",  # vendored static files, served by the app: no CDN
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -89,7 +94,6 @@ MIDDLEWARE = [
     "cudaweb.accounts.audit.AuditContextMiddleware",  # who and from where, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it answers the lockout
 ]
 
@@ -140,9 +144,17 @@ if WHITENOISE_USE_FINDERS:
     warnings.filterwarnings("ignore", message="No directory at: %s" % re.escape(str(STATIC_ROOT)),
                             category=UserWarning)
 
-# The audit log's client address: REMOTE_ADDR, unless a reverse proxy of ours sets X-Forwarded-For (then the
-# address it appended last). Off by default: a client could write anything there.
-CUDAWEB_TRUST_X_FORWARDED_FOR = env_bool("CUDAWEB_TRUST_X_FORWARDED_FOR", False)
+# The client's address (audit log and login lockouts): REMOTE_ADDR, unless the connection comes from a proxy named
+# here, one address or network per hop, outermost first (then the X-Forwarded-For entry that proxy appended;
+# cudaweb.accounts.audit.client_address, django-ipware). Empty by default: a client could write anything there.
+# Behind a proxy left out of it every client has the proxy's address, and the lockout locks a user out for everyone:
+# the system check cudaweb.W001 says so (cudaweb/accounts/checks.py).
+CUDAWEB_TRUSTED_PROXIES = [p.strip() for p in env("CUDAWEB_TRUSTED_PROXIES", "").split(",") if p.strip()]
+for _proxy in CUDAWEB_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured("CUDAWEB_TRUSTED_PROXIES: %r is no IP address or network" % _proxy)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
@@ -175,12 +187,14 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 1
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every management command; lockouts are still logged
-# The client's address: behind our proxies (CUDAWEB_HTTPS=1) the one the first proxy saw in X-Forwarded-For, one rule
-# for lockouts and the audit log (axes' own setting; its AXES_IPWARE_* settings need django-ipware).
-CUDAWEB_PROXY_COUNT = env_int("CUDAWEB_PROXY_COUNT", 1)
+# The client's address: one rule for lockouts and the audit log (CUDAWEB_TRUSTED_PROXIES above).
 AXES_CLIENT_IP_CALLABLE = "cudaweb.accounts.audit.client_address"
 
-REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env("REDIS_URL", "")
+# Neither the environment nor a running `make run` (var/runtime.env) names a Redis: no dashboard runs here. Commands
+# say so (cudaweb.cli.dashboard_or_exit) instead of queueing into whatever else answers on the default port.
+CUDAWEB_NO_DASHBOARD = not REDIS_URL
+REDIS_URL = REDIS_URL or "redis://127.0.0.1:6379/0"
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -198,6 +212,8 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "cudaweb.validation.tasks.reap_stale_runs", "schedule": 60.0},
     "prune-old-runs": {"task": "cudaweb.validation.tasks.prune_runs", "schedule": 24 * 3600.0},
     "sweep-hook-deliveries": {"task": "cudaweb.hooks.tasks.sweep_deliveries", "schedule": 300.0},
+    "watch-due-nodes": {"task": "cudaweb.health.tasks.watch_due", "schedule": float(env_int("CUDAWEB_WATCH_TICK_S", 2))},
+    "sweep-loop-actions": {"task": "cudaweb.health.tasks.sweep_actions", "schedule": 60.0},
 }
 
 # Agent time budgets per mode (seconds); SSH timeouts < agent budget < Celery soft limit < hard limit.
@@ -222,11 +238,13 @@ CUDAWEB_AGENT_CACHE_DIR = env("CUDAWEB_AGENT_CACHE_DIR", str(BASE_DIR / "var" / 
 # once); a PENDING run older than CHECK whose task the broker no longer holds is queued again (twice at most), and
 # where the broker cannot be asked, only after MAX. Every worker reaps every REAP_EVERY seconds.
 CUDAWEB_STALE_RUN_S = env_int("CUDAWEB_STALE_RUN_S", 90)
+CUDAWEB_HEARTBEAT_S = env_int("CUDAWEB_HEARTBEAT_S", 15)  # a running run's heartbeat; STALE_RUN_S is six of them
 CUDAWEB_PENDING_CHECK_S = env_int("CUDAWEB_PENDING_CHECK_S", 60)
 CUDAWEB_FANOUT_MIN = env_int("CUDAWEB_FANOUT_MIN", 50)  # a bulk request this big is published by a worker
 # Key files are read only from this directory on the worker host; empty: key files are off (paste keys instead).
 CUDAWEB_KEY_DIR = env("CUDAWEB_KEY_DIR", "")
-# Networks the dashboard may connect to (comma-separated CIDRs, e.g. 10.0.0.0/8); empty: any address.
+# Networks the dashboard may connect to (comma-separated CIDRs, e.g. 10.0.0.0/8); empty: any address but loopback,
+# link-local, unspecified and multicast ones (cudaweb.nodes.addresses; list 127.0.0.0/8 to reach a test sshd here).
 CUDAWEB_ALLOWED_NETWORKS = env("CUDAWEB_ALLOWED_NETWORKS", "")
 CUDAWEB_PENDING_MAX_S = env_int("CUDAWEB_PENDING_MAX_S", 1800)
 CUDAWEB_REAP_EVERY_S = env_int("CUDAWEB_REAP_EVERY_S", 20)
@@ -263,6 +281,30 @@ CUDAWEB_K8S_TOKEN_FILE = env("CUDAWEB_K8S_TOKEN_FILE", "")
 CUDAWEB_K8S_CA_FILE = env("CUDAWEB_K8S_CA_FILE", "")
 # After each run, the node condition GPUHealthy and per-GPU events on nodes that have a Kubernetes name.
 CUDAWEB_K8S_NODE_HEALTH = env_bool("CUDAWEB_K8S_NODE_HEALTH", True)
+
+# The loop (cudaweb.health; README "The loop"): a light watch of every node between validations, a state machine,
+# a remediation ladder and a circuit breaker. A label's LoopPolicy (admin) overrides MODE, LADDER, AUTO, the
+# interval and the repeat rule for its nodes.
+CUDAWEB_WATCH_INTERVAL_S = env_int("CUDAWEB_WATCH_INTERVAL_S", 60)
+CUDAWEB_WATCH_TIMEOUT_S = env_int("CUDAWEB_WATCH_TIMEOUT_S", 20)  # one look, agent start included
+CUDAWEB_WATCH_BATCH = env_int("CUDAWEB_WATCH_BATCH", 50)  # looks per task
+CUDAWEB_WATCH_THREADS = env_int("CUDAWEB_WATCH_THREADS", 16)  # looks in flight at once in one worker process
+CUDAWEB_WATCH_KEEPALIVE_S = env_int("CUDAWEB_WATCH_KEEPALIVE_S", 30)  # SSH keepalive of the reused sessions
+CUDAWEB_WATCH_SESSION_IDLE_S = env_int("CUDAWEB_WATCH_SESSION_IDLE_S", 600)  # a session unused this long is closed
+CUDAWEB_LOOP_MODE = env("CUDAWEB_LOOP_MODE", "record")  # off | record (shadow mode) | act
+CUDAWEB_LOOP_LADDER = [r.strip() for r in env("CUDAWEB_LOOP_LADDER", "revalidate").split(",") if r.strip()]
+CUDAWEB_LOOP_AUTO = bool(env_int("CUDAWEB_LOOP_AUTO", 0))
+CUDAWEB_LOOP_REPEAT_LIMIT = env_int("CUDAWEB_LOOP_REPEAT_LIMIT", 2)
+CUDAWEB_LOOP_REPEAT_DAYS = env_int("CUDAWEB_LOOP_REPEAT_DAYS", 7)
+CUDAWEB_LOOP_ACTION_MARGIN_S = env_int("CUDAWEB_LOOP_ACTION_MARGIN_S", 300)
+CUDAWEB_LOOP_BURNIN_S = env_int("CUDAWEB_LOOP_BURNIN_S", 1800)
+CUDAWEB_BREAKER_MAX_NODES = env_int("CUDAWEB_BREAKER_MAX_NODES", 10)
+CUDAWEB_BREAKER_MAX_PCT = env_int("CUDAWEB_BREAKER_MAX_PCT", 10)
+CUDAWEB_BREAKER_WINDOW_S = env_int("CUDAWEB_BREAKER_WINDOW_S", 3600)
+CUDAWEB_NVIDIA_SMI = shlex.split(env("CUDAWEB_NVIDIA_SMI", "nvidia-smi"))  # on the node, e.g. "sudo -n nvidia-smi"
+CUDAWEB_RESET_TIMEOUT_S = env_int("CUDAWEB_RESET_TIMEOUT_S", 120)
+CUDAWEB_REBOOT_COMMAND = env("CUDAWEB_REBOOT_COMMAND", "")  # argv template, {node} {address}; empty: no reboot rung
+CUDAWEB_REBOOT_TIMEOUT_S = env_int("CUDAWEB_REBOOT_TIMEOUT_S", 900)
 
 LOGGING = {
     "version": 1,

@@ -8,7 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # Lowest first. An app may import the apps of lower levels only; apps on one level do not import each other.
 LEVELS = (("accounts",), ("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network"), ("hooks",),
-          ("fleet", "api"))
+          ("health",), ("fleet", "api"))
 AGENT_MAY_IMPORT = {"agents", "torch", "pynvml"}
 
 

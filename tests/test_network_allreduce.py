@@ -48,14 +48,14 @@ def test_a_healthy_set_runs_one_all_reduce(monkeypatch):
     summary = collective.network_test_allreduce(test=test)
     test.refresh_from_db()
     assert len(ran) == 1 and ran[0][1] == ["sim%02d" % i for i in range(8)]
-    assert test.suspects == [] and "as fast as the slowest link allows" in summary
-    assert "90 % of the 1 GB/s the slowest link allows" in summary
+    assert test.suspects == [] and "as fast as gloo should be over the slowest link" in summary
+    assert "90 % of the 1 GB/s gloo should reach over the slowest link (11.2 % of its line rate, calibrated" in summary
 
 
-@pytest.mark.parametrize("count", [8, 9, 16, 32])
+@pytest.mark.parametrize("count,place", [(3, 0), (3, 1), (3, 2), (4, 3), (5, 4), (8, 5), (9, 8), (16, 0), (32, 29)])
 @pytest.mark.parametrize("fault", ["rate", "delay", "fails"])
-def test_one_slow_node_is_named_in_log2_n_rounds(monkeypatch, count, fault):
-    slow = "sim%02d" % (count - 3)
+def test_one_slow_node_is_named_in_log2_n_rounds(monkeypatch, count, place, fault):
+    slow = "sim%02d" % place
     ran = fabric(monkeypatch, rates={slow: 0.01} if fault == "rate" else None,
                  delays_us={slow: 20000} if fault == "delay" else None, fails=[slow] if fault == "fails" else ())
     test = cluster(count)
@@ -63,7 +63,7 @@ def test_one_slow_node_is_named_in_log2_n_rounds(monkeypatch, count, fault):
     test.refresh_from_db()
     assert test.status == NetworkTest.Status.DONE and test.suspects == [slow], summary
     rounds = max(number for number, _ in ran) + 1
-    assert rounds <= math.ceil(math.log2(count)) + 1, ran
+    assert rounds <= math.ceil(math.log2(count)) + 2, ran  # round 0, the halvings, one or two to confirm
     assert "slow node: %s" % slow in summary
     statuses = {tuple(r.members): r.status for r in test.collectives.all()}
     assert statuses[tuple("sim%02d" % i for i in range(count))] in ("slow", "fail")
@@ -77,7 +77,8 @@ def test_a_slow_link_between_two_good_nodes_is_named_as_the_link(monkeypatch):
     test = cluster(8)
     summary = collective.network_test_allreduce(test=test)
     test.refresh_from_db()
-    assert test.suspects == ["sim04-sim05"], summary and "slow link" in summary
+    assert test.suspects == ["sim04-sim05"], summary
+    assert "slow link" in summary
 
 
 def test_everything_slow_alike_names_no_one(monkeypatch):
@@ -85,7 +86,7 @@ def test_everything_slow_alike_names_no_one(monkeypatch):
     test = cluster(8)
     summary = collective.network_test_allreduce(test=test)
     test.refresh_from_db()
-    assert test.suspects == [] and "the halves are alike" in summary
+    assert test.suspects == [] and "both halves are slow" in summary and "no single node" in summary
 
 
 def test_two_slow_nodes_in_different_halves_are_not_blamed_on_one(monkeypatch):

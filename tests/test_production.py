@@ -23,9 +23,25 @@ def check_deploy(**extra):
 
 
 def test_check_deploy_reports_no_issues_with_https_on():
-    done = check_deploy(CUDAWEB_HTTPS="1")
+    done = check_deploy(CUDAWEB_HTTPS="1", CUDAWEB_TRUSTED_PROXIES="172.18.0.0/16")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "System check identified no issues (0 silenced)." in done.stdout
+
+
+def test_behind_a_proxy_left_unnamed_the_check_says_the_lockout_sees_one_address():
+    done = check_deploy(CUDAWEB_HTTPS="1")
+    assert done.returncode != 0 and "cudaweb.W001" in done.stderr
+    assert "lock that user out for everyone" in done.stderr and "CUDAWEB_TRUSTED_PROXIES" in done.stderr
+
+
+def test_the_retired_forwarded_for_switch_is_named_when_set():
+    done = check_deploy(CUDAWEB_HTTPS="1", CUDAWEB_TRUSTED_PROXIES="10.0.0.2", CUDAWEB_TRUST_X_FORWARDED_FOR="1")
+    assert "cudaweb.W002" in done.stderr and "CUDAWEB_TRUST_X_FORWARDED_FOR is no longer read" in done.stderr
+
+
+def test_a_trusted_proxy_that_is_no_address_stops_the_start():
+    done = check_deploy(CUDAWEB_HTTPS="1", CUDAWEB_TRUSTED_PROXIES="proxy.internal")
+    assert done.returncode != 0 and "'proxy.internal' is no IP address or network" in done.stderr
 
 
 def test_without_https_check_deploy_names_what_is_missing():
@@ -75,3 +91,12 @@ def test_fewer_failures_then_the_right_password_logs_in(client, django_user_mode
         client.post(reverse("login"), {"username": "ops", "password": "wrong"})
     answer = client.post(reverse("login"), {"username": "ops", "password": "correct-horse-battery"})
     assert answer.status_code == 302 and client.session["_auth_user_id"]
+
+
+def test_compose_publishes_the_web_port_on_loopback_only_by_default():
+    """On every interface a client could reach gunicorn past the proxy (and, before CUDAWEB_TRUSTED_PROXIES, write
+    its own X-Forwarded-For)."""
+    import yaml
+    web = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]["web"]
+    assert web["ports"] == ["${CUDAWEB_BIND:-127.0.0.1}:${CUDAWEB_PORT:-8000}:8000"]
+    assert "CUDAWEB_TRUSTED_PROXIES" in yaml.safe_load((REPO / "docker-compose.yml").read_text())["x-app"]["environment"]

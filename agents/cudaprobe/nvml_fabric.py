@@ -71,9 +71,14 @@ def _fabric(nv, handle):
         nv.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
     except Exception:
         return None
+    try:
+        raw = bytes(bytearray(info.clusterUuid))[:16]
+        cluster = "%s-%s-%s-%s-%s" % tuple(raw.hex()[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
+    except Exception:
+        cluster = None
     return {"state": FABRIC_STATES.get(info.state, str(info.state)),
             "status": "Success" if info.status == 0 else _text(nv.nvmlErrorString(info.status)),
-            "clique_id": int(info.cliqueId)}
+            "clique_id": int(info.cliqueId), "cluster_uuid": cluster}
 
 
 def read():

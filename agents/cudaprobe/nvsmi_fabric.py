@@ -44,15 +44,17 @@ def parse_link_errors(text):
 
 
 def parse_fabric(text):
-    """The Fabric section of each GPU in `nvidia-smi -q`: [{"bus_id", "state", "status"}] (N/A where the board
-    has no NVSwitch fabric)."""
+    """The Fabric section of each GPU in `nvidia-smi -q`: [{"bus_id", "state", "status", "clique_id",
+    "cluster_uuid"}] (N/A where the board has no NVLink fabric; the clique id and cluster UUID name the NVLink
+    domain and partition an NVL72 tray's GPUs registered with, all zeros on an HGX board)."""
     found = []
     for block in re.split(r"^GPU (?=[0-9A-Fa-f]{8}:)", text or "", flags=re.M)[1:]:
         bus_id = block.split("\n", 1)[0].strip()
         section = re.search(r"^    Fabric\n((?:        .*\n)+)", block, re.M)
-        entry = {"bus_id": bus_id, "state": None, "status": None}
+        entry = {"bus_id": bus_id, "state": None, "status": None, "clique_id": None, "cluster_uuid": None}
         if section:
-            for key, label in (("state", "State"), ("status", "Status")):
+            for key, label in (("state", "State"), ("status", "Status"), ("clique_id", "CliqueId"),
+                               ("cluster_uuid", "ClusterUUID")):
                 match = re.search(r"^        %s\s*:\s*(.+)$" % label, section.group(1), re.M)
                 if match:
                     entry[key] = match.group(1).strip()

@@ -137,3 +137,19 @@ def gpu_and_hca_functions(base):
         if bdf and bdf not in [b for b, _ in found]:
             found.append((bdf, "HCA %s" % hca))
     return found
+
+
+def upstream_ports(base, bdf):
+    """The PCI functions above `bdf`, nearest first (the PCIe switch's downstream and upstream ports, the root
+    port): bus/pci/devices/<bdf> links into devices/pci<domain:bus>/<root port>/.../<bdf>, one directory per hop."""
+    path = os.path.realpath(os.path.join(base, "bus", "pci", "devices", bdf))
+    parts = path.split(os.sep)
+    if not parts or parts[-1] != bdf:
+        return []
+    found = []
+    for part in reversed(parts[:-1]):
+        if not BDF.match(part):
+            break  # the root complex (pci0000:00) or above: no more ports
+        found.append(part)
+    return found
+

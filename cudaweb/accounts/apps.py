@@ -6,4 +6,4 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from cudaweb.accounts import signals  # noqa: F401  (logins and role changes go to the audit log)
+        from cudaweb.accounts import checks, signals  # noqa: F401  (startup checks; logins and role changes are audited)

@@ -8,6 +8,7 @@ import ipaddress
 import json
 
 from django.conf import settings
+from python_ipware import IpWare
 from django.core.serializers.json import DjangoJSONEncoder
 
 from cudaweb.accounts.models import AuditEvent
@@ -44,6 +45,11 @@ ACTIONS = {
     "fabric_expectation.created": "fabric expectation set (admin)",
     "fabric_expectation.changed": "fabric expectation changed (admin)",
     "fabric_expectation.deleted": "fabric expectation removed (admin)",
+    # The loop (cudaweb.health)
+    "loop.transition": "node moved in the loop (ready, suspect, quarantined, remediating, revalidating, rma)",
+    "loop.shadow_transition": "node would have moved in the loop (policy record, shadow mode)",
+    "loop.breaker_opened": "circuit breaker opened",
+    "loop.breaker_closed": "circuit breaker closed",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",
@@ -67,19 +73,24 @@ class AuditContextMiddleware:
 
 
 def client_address(request):
-    """The client's address, for the audit log and for login lockouts (settings.AXES_CLIENT_IP_CALLABLE): behind our
-    proxies (CUDAWEB_HTTPS=1, or CUDAWEB_TRUST_X_FORWARDED_FOR=1) the entry of X-Forwarded-For that the first of
-    CUDAWEB_PROXY_COUNT proxies appended (counted from the right; the earlier entries are whatever the client
-    claimed), else REMOTE_ADDR. Never something that is not an IP address."""
+    """The client's address, for the audit log and for login lockouts (settings.AXES_CLIENT_IP_CALLABLE).
+
+    X-Forwarded-For is believed only from the proxies named in CUDAWEB_TRUSTED_PROXIES (addresses or networks, one
+    per hop, outermost first): the connection must come from the last of them, and each hop before it from the one
+    before, as django-ipware's proxy list checks; the client is the entry just before the first of them. From any
+    other peer the header is whatever that peer claimed and REMOTE_ADDR is the client. Never something that is not an
+    IP address."""
     remote = _ip(request.META.get("REMOTE_ADDR"))
-    trusted = getattr(settings, "CUDAWEB_HTTPS", False) or getattr(settings, "CUDAWEB_TRUST_X_FORWARDED_FOR", False)
-    count = getattr(settings, "CUDAWEB_PROXY_COUNT", 1)
-    if trusted and count > 0:
-        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "")[:4000].split(",")]
-        forwarded = [part for part in forwarded if part]
-        if len(forwarded) >= count:
-            return _ip(forwarded[-count]) or remote
-    return remote
+    proxies = getattr(settings, "CUDAWEB_TRUSTED_PROXIES", [])
+    if not proxies or remote is None:
+        return remote
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")[:4000]
+    if not forwarded.strip():
+        return remote
+    # The peer that connected to us is the last hop of the chain: ipware then checks every trusted hop, ours included.
+    chain = {"HTTP_X_FORWARDED_FOR": "%s, %s" % (forwarded, remote)}
+    found, _trusted_route = IpWare(precedence=("HTTP_X_FORWARDED_FOR",), proxy_list=list(proxies)).get_client_ip(chain)
+    return _ip(str(found)) if found is not None else remote
 
 
 def _ip(text):

@@ -22,6 +22,8 @@ RULES = {
     "api:audit": {"GET": ADMIN},
     "api:network_tests": {"POST": OPERATOR},
     "api:network_test": {"GET": VIEWER},
+    "api:events": {"GET": VIEWER},
+    "api:node_watch_report": {"POST": OPERATOR},  # the node-local health command's token
 }
 
 

@@ -9,6 +9,7 @@ import hmac
 from django.conf import settings
 from django.db.models import Count
 from django.http import HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -17,6 +18,7 @@ from cudaweb.accounts.roles import has_role
 from cudaweb.api.gpu_metrics import GpuCollector
 from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
+from cudaweb.health.metrics import LoopCollector
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation import queue
@@ -145,6 +147,7 @@ class FleetCollector:
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(FleetCollector())
 REGISTRY.register(GpuCollector())  # per GPU, in dcgm-exporter's shape (cudaweb/api/gpu_metrics.py)
+REGISTRY.register(LoopCollector())  # the loop's states, events and breaker (cudaweb.health)
 
 
 def _authorised(request):
@@ -159,6 +162,7 @@ def _authorised(request):
     return user is not None and has_role(user, "viewer")
 
 
+@csrf_exempt  # a POST is a wrong method (405), not a forged form (403): this view changes nothing
 def metrics(request):
     if request.method not in ("GET", "HEAD"):
         response = HttpResponse("GET only\n", status=405, content_type="text/plain")

@@ -8,6 +8,7 @@ from ninja import Field, Schema
 from pydantic import BeforeValidator, ConfigDict, model_validator
 
 from cudaweb.accounts.audit import ACTIONS
+from cudaweb.health import machine
 from cudaweb.network.models import CollectiveResult, NetworkTest, PairResult
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
@@ -28,6 +29,16 @@ def _iso_day(value):
 
 
 Day = Annotated[date, BeforeValidator(_iso_day)]
+
+
+def _iso_moment(value):
+    """A moment as ISO 8601 text only (pydantic would also read a number as a Unix time)."""
+    if isinstance(value, str) and len(value) >= 10 and value[4] == value[7] == "-":
+        return value
+    raise ValueError("a moment as ISO 8601, e.g. 2026-12-01T08:00:00Z")
+
+
+Moment = Annotated[datetime, BeforeValidator(_iso_moment)]
 
 
 class Error(Schema):
@@ -70,7 +81,10 @@ class RootCause(Schema):
 
 class NodeOut(Schema):
     name: str
-    status: NodeStatus
+    status: NodeStatus = Field(description="the stored status; `state` reads it with whether a run judged the node")
+    state: str = Field(description="the node's state, the word the fleet page uses (cudaweb.nodes.states): "
+                       "key_to_accept, not_validated, ready, passing, warning, failing, unreachable, quarantined")
+    state_label: str = Field(description="the state as the pages show it, e.g. 'Not validated'")
     transport: str
     address: str
     labels: List[str]
@@ -178,6 +192,8 @@ class MatchOut(Schema):
     metrics: List[str]
     knowledge: List[KnowledgeHitOut]
     similar_to: Optional[SimilarOut] = None
+    first_fix: str = Field("", description="the playbook's fix for what selected it (a signature, the OOM kind its "
+                                            "numbers show, the wording matched): the one to try first")
 
 
 class TriageOut(Schema):
@@ -289,3 +305,43 @@ class NetworkTestOut(Schema):
     nodes: List[str]
     pairs: List[PairOut]
     collectives: List[CollectiveOut] = Field(default_factory=list, description="allreduce: every round's all-reduces")
+
+
+# The loop (cudaweb.health)
+LoopState = Literal[tuple(machine.STATES)]
+
+
+class EventFilters(Schema):
+    node: Text = Field("", description="a node's name")
+    since: Optional[Moment] = Field(None, description="events seen at or after this moment (ISO 8601)")
+    limit: int = Field(100, ge=1, le=500)
+
+
+class HealthEventOut(Schema):
+    id: int
+    node: str
+    gpu_uuid: str = Field(description="the GPU's UUID; empty when the event is about the node as a whole")
+    check: str
+    signature: str
+    severity: Literal["fail", "warn", "info"]
+    event_class: Literal["hardware", "application", "observation"] = Field(
+        description="hardware moves the node in the loop; application (Xid 13, 31, 43) never quarantines by itself")
+    first_seen: datetime
+    last_seen: datetime
+    count: int = Field(description="looks that saw it (a counter that keeps growing is one event that grows)")
+    open: bool = Field(description="still seen at the latest look")
+    summary: str
+    evidence: str
+
+
+class EventList(Schema):
+    count: int = Field(description="events returned (newest first, at most limit)")
+    events: List[HealthEventOut]
+
+
+class WatchReportAccepted(Schema):
+    node: str
+    state: LoopState = Field(description="the node's state in the loop after this report")
+    events_new: int
+    events_grown: int
+    events_closed: int

@@ -3,8 +3,10 @@
 from django.conf import settings
 
 from cudaweb.accounts.selectors import audit_event_export, audit_events
+from cudaweb.health.selectors import events as loop_events
 from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
+from cudaweb.nodes.states import node_state
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import run_root_cause, runs_root_causes
 from cudaweb.validation.dashboard_timing import run_steps
@@ -27,7 +29,9 @@ def _flaky_out(count):
 
 
 def _node_out(node, live_run, root_cause, flaky_runs=0):
-    return {"name": node.name, "status": node.status, "transport": node.transport, "address": node.address,
+    state = node_state(node)
+    return {"name": node.name, "status": node.status, "state": state.key, "state_label": state.label,
+            "transport": node.transport, "address": node.address,
             "labels": [str(label) for label in node.labels or []], "gpu_model": node.gpu_model,
             "gpu_count": node.gpu_count, "layer_status": node.layer_status or {},
             "metrics": {k: v for k, v in (node.metrics or {}).items() if isinstance(v, (int, float))},
@@ -98,3 +102,16 @@ def audit_page(*, limit, offset, **filters):
 
 def network_test_detail(test):
     return network_test_export(test)
+
+
+def health_events(*, node_name="", since=None, limit=100):
+    node = None
+    if node_name:
+        node = Node.objects.filter(name=node_name).first()
+        if node is None:
+            return {"count": 0, "events": []}
+    rows = loop_events(node=node, since=since, limit=limit)
+    return {"count": len(rows), "events": [{
+        "id": e.id, "node": e.node.name, "gpu_uuid": e.gpu_uuid, "check": e.check_id, "signature": e.signature,
+        "severity": e.severity, "event_class": e.klass, "first_seen": e.first_seen, "last_seen": e.last_seen,
+        "count": e.count, "open": e.open, "summary": e.summary, "evidence": e.evidence} for e in rows]}

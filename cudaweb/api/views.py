@@ -17,10 +17,12 @@ from ninja.security import HttpBearer
 from cudaweb.accounts.roles import has_role
 from cudaweb.api import access, selectors
 from cudaweb.api.errors import error_response, json_detail
-from cudaweb.api.schemas import (AuditFilters, AuditList, Error, NetworkTestAccepted, NetworkTestIn, NetworkTestOut,
-                                 NodeDetail, NodeFilters, NodeList, RunAccepted, RunOut, TriageIn, TriageOut,
-                                 ValidateIn)
+from cudaweb.api.schemas import (AuditFilters, AuditList, Error, EventFilters, EventList, NetworkTestAccepted,
+                                 NetworkTestIn, NetworkTestOut, NodeDetail, NodeFilters, NodeList, RunAccepted, RunOut,
+                                 TriageIn, TriageOut, ValidateIn, WatchReportAccepted)
 from cudaweb.api.services import token_user
+from cudaweb.health.ingest import ReportRefused, report_ingest
+from cudaweb.health.services import loop_of
 from cudaweb.network.models import NetworkTest
 from cudaweb.network.services import network_test_request
 from cudaweb.nodes.models import Node
@@ -30,6 +32,7 @@ from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.validation import junit
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
+from cudaweb.validation.reports import ReportError, parse_report
 from cudaweb.validation.services import run_request
 
 log = logging.getLogger(__name__)
@@ -217,6 +220,38 @@ def network_test(request, test_id: str):
     if test is None:
         raise Http404("no network test %s" % test_id)
     return selectors.network_test_detail(test)
+
+
+@api.get("/events/", response={200: EventList, **WITH_INPUT}, url_name="events", summary="Health events",
+         description="What the watch saw between validations, newest first: `node` (a name) and `since` (ISO 8601) "
+                     "select. An unknown node gives an empty list.")
+def events(request, filters: Query[EventFilters]):
+    _known_query_only(request, EventFilters)
+    return selectors.health_events(node_name=filters.node, since=filters.since, limit=filters.limit)
+
+
+WATCH_REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "description": "a report of `python -m agents.cudaprobe --mode watch --json` "
+    "(agents/cudaprobe/schema.json, \"mode\": \"watch\")", "required": ["schema", "mode", "checks"],
+    "properties": {"schema": {"const": "cudaprobe/1"}, "mode": {"const": "watch"},
+                   "checks": {"type": "array", "items": {"type": "object"}}}}}}}}
+
+
+@api.post("/nodes/{name}/watch-report/", response={202: WatchReportAccepted, 404: Error, 413: Error, **WITH_INPUT},
+          url_name="node_watch_report", summary="A node's watch report (operator)", openapi_extra=WATCH_REPORT_BODY,
+          description="The node-local health command posts what `--mode watch --json` printed; its findings become "
+                      "health events and move the node in the loop, as a look by the dashboard does. 400: not a "
+                      "watch report of the agent's schema; nothing is kept.")
+def node_watch_report(request, name: str = Path(..., example="gpu-0042")):
+    target = Node.objects.filter(name=_name(name)).first()
+    if target is None:
+        raise Http404("no node %r" % name)
+    try:
+        result = report_ingest(target, parse_report(request.body.decode("utf-8", "replace")))
+    except (ReportError, ReportRefused) as exc:
+        raise HttpError(400, str(exc))
+    return Status(202, {"node": target.name, "state": loop_of(target).state, "events_new": len(result.new),
+                        "events_grown": len(result.grown), "events_closed": result.closed})
 
 
 def _known_query_only(request, schema):

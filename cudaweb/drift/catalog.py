@@ -1,6 +1,7 @@
 """What drift looks at: the headline metrics of a report (worst GPU), their direction and default
 thresholds, and the software inventory keys whose change is drift by itself."""
 
+import math
 from dataclasses import dataclass
 
 HIGHER, LOWER = "higher", "lower"  # which way is better
@@ -46,7 +47,7 @@ def headline_metrics(checks):
     found = {}
     for check in checks:
         for key, value in (check.get("metrics") or {}).items():
-            if key in METRICS and isinstance(value, (int, float)):
+            if key in METRICS and finite(value):
                 found[key] = value
     return found
 
@@ -65,10 +66,27 @@ def software(inventory):
     return {key: str(inventory[key]) for key in SOFTWARE_KEYS if inventory.get(key) not in (None, "")}
 
 
+def finite(value):
+    """A figure arithmetic survives (reports are checked at the door, cudaweb.validation.reports; older rows and
+    peer bands are not): a number, not a bool, finite as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer beyond a float
+        return False
+
+
 def delta_pct(old, new):
-    if not old:
+    """The change from `old` to `new` in percent; None where there is none to give (no old figure, or one that would
+    make the result infinite: PostgreSQL's jsonb refuses Infinity)."""
+    if not old or not finite(old) or not finite(new):
         return None
-    return round(100.0 * (new - old) / abs(old), 2)
+    try:
+        change = 100.0 * (float(new) - float(old)) / abs(float(old))
+    except (OverflowError, ZeroDivisionError):
+        return None
+    return round(change, 2) if math.isfinite(change) else None
 
 
 def worse_by(metric, old, new):

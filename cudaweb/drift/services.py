@@ -36,11 +36,21 @@ def status_changes(old, new):
 
 
 def changes_between(before, after):
-    """Checks whose status changed and software that changed from `before` to `after` (None: first run)."""
+    """Checks whose status changed and software that changed from `before` to `after` (None: no earlier run with a
+    report). Between two modes (quick, then full) a check only one of them runs is no change: it is counted apart
+    (`only_one_mode`), and `modes` names both, so the page compares like with like or says the modes differ."""
     if before is None:
         return {"previous": None, "checks": [], "software": []}
-    return {"previous": str(before.id), "checks": status_changes(_check_statuses(before), _check_statuses(after)),
-            "software": software_diff(before.inventory, after.inventory)}
+    old, new = _check_statuses(before), _check_statuses(after)
+    result = {"previous": str(before.id), "software": software_diff(before.inventory, after.inventory)}
+    if before.mode != after.mode:
+        both = set(old) & set(new)
+        result.update(modes=[before.mode, after.mode], only_one_mode=len(set(old) ^ set(new)),
+                      checks=status_changes({k: v for k, v in old.items() if k in both},
+                                            {k: v for k, v in new.items() if k in both}))
+    else:
+        result["checks"] = status_changes(old, new)
+    return result
 
 
 def software_diff(old_inventory, new_inventory):
@@ -112,8 +122,10 @@ def run_summarize(*, run_id):
     run.metrics = catalog.headline_metrics(checks)
     run.inventory = report.get("inventory") or {}
     if report:
-        previous = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
-                                                 created__lt=run.created).order_by("-created").first())
+        earlier = ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES,
+                                               created__lt=run.created).order_by("-created")
+        # like with like: the last run of the same mode, else the last of any (the page then says the modes differ)
+        previous = earlier.filter(mode=run.mode).first() or earlier.first()
         run.changes = changes_between(previous, run)
     gpu_model = _text(run.inventory.get("gpu_model"), 200) or node.gpu_model
     bands = list(PeerBand.objects.filter(gpu_model=gpu_model)) if gpu_model else []
@@ -167,7 +179,7 @@ def peers_refresh(*, gpu_model):
         series = {}
         for metrics in Node.objects.filter(gpu_model=gpu_model).values_list("metrics", flat=True):
             for name, value in (metrics or {}).items():
-                if name in catalog.METRICS and isinstance(value, (int, float)):
+                if name in catalog.METRICS and catalog.finite(value):
                     series.setdefault(name, []).append(value)
         now = timezone.now()
         PeerBand.objects.bulk_create(

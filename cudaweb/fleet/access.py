@@ -22,10 +22,15 @@ RULES = {
     "fleet:nodes_validate": {"POST": OPERATOR},
     "fleet:node_add": {"GET": ADMIN, "POST": ADMIN},  # a node and its SSH credential
     "fleet:node_detail": {"GET": VIEWER},
+    "fleet:node_edit": {"GET": ADMIN, "POST": ADMIN},  # where the worker connects: an admin's, like adding a node
     "fleet:node_validate": {"POST": OPERATOR},
     "fleet:node_baseline": {"POST": OPERATOR},
     "fleet:host_key_fetch": {"POST": ADMIN},
     "fleet:host_key_accept": {"POST": ADMIN},
+    # The loop (cudaweb.health): an operator's word on a node, the breaker an admin closes, an rma bundle
+    "fleet:node_loop_decide": {"POST": OPERATOR},
+    "fleet:breaker_close": {"POST": ADMIN},
+    "fleet:rma_bundle": {"GET": OPERATOR},
     # Onboarding: everyone may follow it; validating and deciding are an operator's
     "fleet:node_onboard": {"GET": VIEWER},
     "fleet:onboard_validate": {"POST": OPERATOR},

@@ -10,6 +10,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from cudaweb.fleet.services import acceptance_export
+from cudaweb.health.models import HealthEvent, LoopAction, Transition
+from cudaweb.health.services import bundle_attach
 from cudaweb.validation import burnin
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.selectors import node_flakiness
@@ -73,3 +75,46 @@ def record_rests_on(record):
     """"full + burn-in 30 min", "standard", ...: the mode (and burn-in length) the decision's run used."""
     run = (record.evidence or {}).get("run") or {}
     return run.get("rests_on") or burnin.describe(run.get("mode", ""), run.get("burnin_seconds"))
+
+
+def loop_rma_bundle(transition, *, now=None):
+    """(file name, zip bytes) for a node the loop (or an operator) sent to rma: MANIFEST.json, loop.json (the
+    transitions, rungs and events of the last HISTORY_DAYS days) and history.json (its runs, as rma_bundle)."""
+    now = now or timezone.now()
+    node = transition.node
+    since = now - timedelta(days=HISTORY_DAYS)
+    runs, history = _history(node, now)
+    loop = {
+        "node": node.name, "state": transition.to_state, "root_cause": transition.root_cause, "why": transition.why,
+        "transitions": [{"at": t.at, "from": t.from_state, "to": t.to_state, "by": t.by, "why": t.why,
+                         "effects": t.effects, "event": t.event_id, "run": str(t.run_id) if t.run_id else None}
+                        for t in Transition.objects.filter(node=node, shadow=False, at__gte=since).order_by("at")],
+        "actions": [{"kind": a.kind, "status": a.status, "outcome": a.outcome, "gpu": a.gpu_uuid,
+                     "run": str(a.run_id) if a.run_id else None, "created": a.created, "finished": a.finished}
+                    for a in LoopAction.objects.filter(node=node, created__gte=since).order_by("created")],
+        "events": [{"gpu": e.gpu_uuid, "check": e.check_id, "signature": e.signature, "class": e.klass,
+                    "severity": e.severity, "first_seen": e.first_seen, "last_seen": e.last_seen, "count": e.count,
+                    "summary": e.summary, "evidence": e.evidence}
+                   for e in HealthEvent.objects.filter(node=node, last_seen__gte=since).order_by("first_seen")],
+    }
+    files = {
+        "loop.json": json.dumps(loop, indent=2, sort_keys=True, default=str),
+        "history.json": json.dumps({"node": node.name, "since": since.isoformat(),
+                                    "flaky": node_flakiness(node, now=now), "runs": history},
+                                   indent=2, sort_keys=True, default=str),
+    }
+    manifest = {"node": node.name, "transition": transition.id, "decision": "rma", "made": now.isoformat(),
+                "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sorted(files.items())}}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr("MANIFEST.json", json.dumps(manifest, indent=2, sort_keys=True))
+        for name, text in sorted(files.items()):
+            bundle.writestr(name, text)
+    return "evidence-%s-rma-%d.zip" % (node.name, transition.id), buffer.getvalue()
+
+
+def on_node_sent_to_rma(sender, node_id, transition_id, **kwargs):
+    """Receiver of health.signals.node_sent_to_rma: attach the bundle to the rma transition (once)."""
+    transition = Transition.objects.select_related("node").get(id=transition_id)
+    name, data = loop_rma_bundle(transition)
+    bundle_attach(transition=transition, name=name, data=data)

@@ -8,7 +8,7 @@ from django.conf import settings
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.fleet.models import AcceptanceRecord
-from cudaweb.nodes import validators
+from cudaweb.nodes import states, validators
 from cudaweb.nodes.keyfiles import KeyFileRefused, key_file_path
 from cudaweb.nodes.models import Node, SSHCredential
 from cudaweb.remote.connect import private_key_check
@@ -57,7 +57,7 @@ class NodeForm(forms.Form):
                                         help_text="or: a credential already stored")
     python_path = forms.CharField(initial="python3", max_length=500,
                                   help_text="interpreter on the node that has torch")
-    labels = forms.CharField(required=False, help_text="comma separated")
+    labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
 
     def clean_name(self):
         name = _checked(validators.name_check, self.cleaned_data["name"])
@@ -81,7 +81,7 @@ class NodeForm(forms.Form):
         return path
 
     def clean_labels(self):
-        return [label.strip() for label in self.cleaned_data["labels"].split(",") if label.strip()]
+        return _checked(validators.labels_clean, self.cleaned_data["labels"].split(","))
 
     def clean(self):
         data = super().clean()
@@ -93,6 +93,24 @@ class NodeForm(forms.Form):
             except AuthFailed as exc:
                 self.add_error("private_key", str(exc))
         return data
+
+
+class NodeEditForm(forms.Form):
+    """An SSH node's way in, changed by an admin: the add-node rule (validators) for each field."""
+    address = forms.CharField(max_length=255)
+    port = forms.IntegerField(min_value=1, max_value=65535)
+    username = forms.CharField(max_length=64, label="user")
+    python_path = forms.CharField(max_length=500, help_text="interpreter on the node that has torch")
+    labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
+
+    def clean_address(self):
+        return _checked(validators.address_clean, self.cleaned_data["address"])
+
+    def clean_username(self):
+        return _checked(validators.username_check, self.cleaned_data["username"])
+
+    def clean_labels(self):
+        return _checked(validators.labels_clean, self.cleaned_data["labels"].split(","))
 
 
 class BurninFields(forms.Form):
@@ -139,21 +157,24 @@ class OnboardValidateForm(BurninFields):
         return self.cleaned_data.get("mode") or ValidationRun.Mode.FULL
 
 
-# "Ready" only says the host key was accepted; the pages never show it as if a run had judged the node.
-STATUS_WORDS = {"new": "Host key to accept", "ready": "Not validated yet"}
 
 
 class FleetFilterForm(forms.Form):
     q = forms.CharField(required=False, label="search", widget=forms.TextInput(
         attrs={"type": "search", "placeholder": "name or address"}))
-    status = forms.ChoiceField(choices=[("", "any status")] + [(value, STATUS_WORDS.get(value, label))
-                                                              for value, label in Node.Status.choices], required=False)
+    status = forms.ChoiceField(choices=[("", "any state")] + [(s.key, s.label) for s in states.STATES.values()],
+                               required=False)
     gpu_model = forms.CharField(required=False)
     label = forms.CharField(required=False)
-    failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS],
-                                      required=False)
+    failing_layer = forms.ChoiceField(choices=[("", "any layer")] + [(layer, layer) for layer in LAYERS] + [
+        ("none", "failing, no layer")], required=False)
     sort = forms.ChoiceField(choices=[(s, s) for s in ("name", "-name", "status", "-status", "validated",
                                                        "-validated", "gpu", "-gpu")], required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the states as the registry holds them now: a module may define one after this one was imported
+        self.fields["status"].choices = [("", "any state")] + [(s.key, s.label) for s in states.STATES.values()]
 
 
 class BulkValidateForm(BurninFields):

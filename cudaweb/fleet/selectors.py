@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from cudaweb.drift.catalog import LAYERS
 from cudaweb.network.models import PairResult
+from cudaweb.nodes import states
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import with_label
 from cudaweb.playbooks.root_cause import runs_root_causes
@@ -21,6 +22,8 @@ PER_PAGE = 50
 LAST_RUN_UNREAD = ("report", "raw_output", "progress", "drift", "changes", "inventory", "retry", "metrics")
 SEARCH_CAP = 255  # Node.address's max_length, the longest field searched
 
+NO_LAYER = "none"  # the failing-layer filter's key for failing nodes no layer explains
+
 
 def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sort="name", page=1, per_page=PER_PAGE):
     """Nodes filtered, sorted and paginated, with per-status counts, filter choices, the runs in progress and each
@@ -28,13 +31,18 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
     # the last run without its report and the like: a page of 50 nodes must not read 50 whole reports
     nodes = Node.objects.select_related("last_run").defer(*("last_run__%s" % field for field in LAST_RUN_UNREAD))
     if status:
-        nodes = nodes.filter(status=status)
+        nodes = nodes.filter(states.state_filter(status) or Q(pk__in=[]))
     if gpu_model:
         nodes = nodes.filter(gpu_model=gpu_model)
     if label:
         nodes = with_label(nodes, label)
     if failing_layer in LAYERS:
         nodes = nodes.filter(**{"layer_status__%s" % failing_layer: "fail"})
+    elif failing_layer == NO_LAYER:  # failing, but no layer's checks fail (the overview's "no layer" bar)
+        nodes = nodes.filter(status=Node.Status.FAILING)
+        for layer in LAYERS:  # a layer absent from the node's row counts as not failing (SQL's NULL would not)
+            key = "layer_status__%s" % layer
+            nodes = nodes.filter(Q(**{key + "__isnull": True}) | ~Q(**{key: "fail"}))
     if q:
         # Longer than any name or address: it matches nothing (and SQLite refuses a LIKE pattern over 50,000 bytes).
         nodes = nodes.filter(Q(name__icontains=q) | Q(address__icontains=q)) if len(q) <= SEARCH_CAP else nodes.none()
@@ -50,7 +58,7 @@ def fleet_page(*, status="", gpu_model="", label="", failing_layer="", q="", sor
         node.live_run = live.get(node.id)
         node.root_cause = causes.get(node.last_run_id)
         node.layer_cells = [(layer, node.layer_status.get(layer, "")) for layer in LAYERS]
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
+    counts = states.state_counts(Node.objects.all())
     models_and_labels = Node.objects.values_list("gpu_model", "labels")
     gpu_models = sorted({m for m, _ in models_and_labels if m})
     labels = sorted({lab for _, labs in models_and_labels for lab in (labs or [])})
@@ -91,7 +99,7 @@ def run_sections(*, checks, playbooks, cause=None):
             and layer_rank.get(check.layer, len(layer_rank)) >= root_rank
         return {"check": check, "inline": inline or None, "match": first,
                 "playbook": first.playbook if first else None,
-                "first_fix": first.playbook.fixes[0] if first and first.playbook.fixes else "",
+                "first_fix": first.fixes[0] if first and first.playbook.fixes else "",
                 "matched_lines": first.evidence if first else [],
                 "skipped": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK not in c.summary],
                 "not_counted": [c for c in skipped_by.get(check.check_id, []) if RAN_MARK in c.summary],
@@ -140,7 +148,7 @@ def fleet_overview(*, now=None):
     the layer that fails first and by the check that is their root cause, nodes by GPU model, validations per day
     (the last OVERVIEW_DAYS), and the nodes that need attention first."""
     now = now or timezone.now()
-    counts = dict(Node.objects.values_list("status").annotate(n=Count("id")))
+    counts = states.state_counts(Node.objects.all())
     failing = list(Node.objects.filter(status=Node.Status.FAILING).values_list("id", "layer_status"))
     by_layer = {}
     for _, layers in failing:
@@ -179,7 +187,8 @@ def fleet_overview(*, now=None):
     return {
         "total": total, "counts": counts,
         "failing_total": len(failing),
-        "by_layer": [{"layer": layer, "n": by_layer[layer]} for layer in LAYERS + ("no layer",) if by_layer.get(layer)],
+        "by_layer": [{"layer": layer, "key": NO_LAYER if layer == "no layer" else layer, "n": by_layer[layer]}
+                     for layer in LAYERS + ("no layer",) if by_layer.get(layer)],
         "by_cause": by_cause["groups"], "by_model": models, "per_day": per_day,
         "validated_days": sum(d["total"] for d in per_day),
         "attention": attention, "attention_more": max(0, attention_total - len(attention)),

@@ -28,6 +28,10 @@ def acceptance_decide(*, node, run, decision, user, note="", token=None):
     and the second call returns the first record."""
     if run.node_id != node.id or run.status not in ValidationRun.VERDICT_STATUSES:
         raise ValueError("the decision must rest on a finished run of this node with a verdict")
+    if decision == AcceptanceRecord.Decision.ACCEPTED and run.status == ValidationRun.Status.FAILED \
+            and not (note or "").strip():
+        raise ValueError("this run FAILED: accepting the node anyway needs a reason in the note (it is kept on the "
+                         "record)")
     if token is not None:
         try:
             with transaction.atomic():
@@ -68,7 +72,7 @@ def _acceptance_record(*, node, run, decision, user, note, token):
         Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
     else:
         Node.objects.filter(id=node.id).update(status=node_status_of_verdict(run.verdict, Node.Status.READY))
-        if node.baseline_id is None:  # the first accepted run is the node's baseline
+        if node.baseline_id is None:  # the first accepted run is the node's baseline (a FAILED one only with a reason)
             baseline_pin(node=node, run=run)
     signal = node_quarantined if decision == AcceptanceRecord.Decision.QUARANTINED else node_accepted
     transaction.on_commit(lambda: signal.send(sender=Node, node_id=node.id, run_id=run.id, note=note))

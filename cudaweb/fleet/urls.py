@@ -3,12 +3,13 @@ Who may open each one: cudaweb/fleet/access.py."""
 
 from django.urls import path
 
-from cudaweb.fleet.views import audit, fleet, network, nodes, onboarding, playbooks, runs, schedules
+from cudaweb.fleet.views import audit, fleet, loop, network, nodes, onboarding, playbooks, runs, schedules
 
 fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
     path("nodes/validate/", fleet.nodes_validate, name="nodes_validate"),
     path("nodes/add/", nodes.node_add, name="node_add"),
+    path("nodes/<uuid:node_id>/edit/", nodes.node_edit, name="node_edit"),
     path("nodes/<uuid:node_id>/", nodes.node_detail, name="node_detail"),
     path("nodes/<uuid:node_id>/onboard/", onboarding.node_onboard, name="node_onboard"),
     path("nodes/<uuid:node_id>/onboard/validate/", onboarding.onboard_validate, name="onboard_validate"),
@@ -17,6 +18,9 @@ fleet_patterns = ([
     path("nodes/<uuid:node_id>/host-key/accept/", nodes.host_key_accept, name="host_key_accept"),
     path("nodes/<uuid:node_id>/validate/", nodes.node_validate, name="node_validate"),
     path("nodes/<uuid:node_id>/baseline/", nodes.node_baseline, name="node_baseline"),
+    path("nodes/<uuid:node_id>/loop/", loop.node_loop_decide, name="node_loop_decide"),
+    path("loop/breaker/close/", loop.breaker_close, name="breaker_close"),
+    path("loop/bundles/<int:bundle_id>.zip", loop.rma_bundle, name="rma_bundle"),
     path("acceptance/<uuid:record_id>/", onboarding.acceptance_detail, name="acceptance_detail"),
     path("acceptance/<uuid:record_id>.json", onboarding.acceptance_json, name="acceptance_json"),
     path("acceptance/<uuid:record_id>/evidence.zip", onboarding.acceptance_bundle, name="acceptance_bundle"),

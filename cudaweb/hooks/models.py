@@ -19,6 +19,10 @@ class HookDelivery(models.Model):
         QUARANTINED = "quarantined"
         ACCEPTED = "accepted"
         RUN_FINISHED = "run_finished"
+        # the loop (cudaweb.health): a new fault seen by the watch, a node's state, the circuit breaker
+        HEALTH_EVENT = "health_event"
+        NODE_STATE = "node_state"
+        BREAKER_OPEN = "breaker_open"
 
     class Status(models.TextChoices):
         PENDING = "pending"

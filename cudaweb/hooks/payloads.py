@@ -89,3 +89,18 @@ def message(*, event, node_name, run, cause, root_cause=None):
                          "fields": fields}],
         "root_cause": _escaped(root_cause) if event != "drift" else None,
     }
+
+
+def loop_message(*, event, node_name, headline, cause, url):
+    """The loop's webhook (cudaweb.health): a health event, a node's new state, the circuit breaker opening. The
+    same Slack-compatible shape as `message`, with the node's page as its link and `loop` as data."""
+    name, cause, headline = slack_escape(node_name), slack_escape(cause), slack_escape(headline)
+    text = "*%s* %s: %s <%s|node>" % (name, headline, cause, url)
+    color = "#e0a000" if event == "health_event" else "#d00000"
+    return {
+        "text": text,
+        "attachments": [{"fallback": text, "color": color, "title": "%s %s" % (name, headline), "title_link": url,
+                         "fields": [{"title": "Node", "value": name, "short": True},
+                                    {"title": "Why", "value": cause, "short": False}]}],
+        "loop": {"event": event, "node": name, "headline": headline, "cause": cause},
+    }

@@ -241,3 +241,42 @@ def _finish(delivery, status, error):
     if status == Status.FAILED:
         log.error("hook %s %s for %s failed: %s", delivery.kind, delivery.id, delivery.node_id, error)
     return None
+
+
+# ------------------------------------------------------------------------------------------- the loop's calls
+# cudaweb.health sits above hooks (docs/adr/0004-one-way-layers.md) and calls these directly.
+
+def loop_webhook(*, event, node, headline, cause):
+    """A webhook for the loop (event: health_event, node_state, breaker_open), when one is configured."""
+    if settings.CUDAWEB_WEBHOOK_URL:
+        url = settings.CUDAWEB_BASE_URL.rstrip("/") + node.get_absolute_url()
+        delivery_create(kind=Kind.WEBHOOK, event=event, node=node, url=settings.CUDAWEB_WEBHOOK_URL,
+                        payload=payloads.loop_message(event=event, node_name=node.name, headline=headline,
+                                                      cause=cause[:payloads.CAUSE_CAP], url=url))
+
+
+def node_drain(*, node, cause):
+    """The loop quarantined `node`: a Slurm drain (reason "cudaweb: ...") and a Kubernetes cordon, those set up;
+    as an operator's quarantine does, without a run."""
+    slurm_name, kubernetes_name = node.scheduler_names
+    cause = " ".join(cause.split())[:payloads.CAUSE_CAP]
+    with transaction.atomic():
+        if settings.CUDAWEB_SLURM_CONTROLLER:
+            delivery_create(kind=Kind.SLURM_DRAIN, event=Event.QUARANTINED, node=node,
+                            payload={"slurm_name": slurm_name, "argv": slurm.drain_argv(slurm_name, cause)})
+        if settings.CUDAWEB_K8S_API:
+            delivery_create(kind=Kind.K8S_CORDON, event=Event.QUARANTINED, node=node,
+                            payload={"node_name": kubernetes_name, "reason": cause})
+
+
+def node_resume(*, node):
+    """The loop returned `node` to ready: undo cudaweb's drain and cordon only (slurm.resume leaves a drain whose
+    reason is not cudaweb's; kubernetes.uncordon a cordon that was not ours)."""
+    slurm_name, kubernetes_name = node.scheduler_names
+    with transaction.atomic():
+        if settings.CUDAWEB_SLURM_CONTROLLER:
+            delivery_create(kind=Kind.SLURM_RESUME, event=Event.ACCEPTED, node=node,
+                            payload={"slurm_name": slurm_name, "argv": slurm.resume_argv(slurm_name)})
+        if settings.CUDAWEB_K8S_API:
+            delivery_create(kind=Kind.K8S_UNCORDON, event=Event.ACCEPTED, node=node,
+                            payload={"node_name": kubernetes_name})

@@ -118,6 +118,19 @@ class Node(models.Model):
     def __str__(self):
         return self.name
 
+    def clean(self):
+        """The node rule (validators) for the admin's form too: it edits every field."""
+        from django.core.exceptions import ValidationError
+
+        from cudaweb.nodes import validators
+        try:
+            self.labels = validators.labels_clean(self.labels or [])
+            if self.transport == self.Transport.SSH:
+                self.address = validators.ssh_node_check(name=self.name, address=self.address, port=self.port,
+                                                         username=self.username)["address"]
+        except validators.NodeFieldError as exc:
+            raise ValidationError({exc.field: str(exc)}) from None
+
     def get_absolute_url(self):
         return reverse("fleet:node_detail", args=[self.id])
 

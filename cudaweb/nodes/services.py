@@ -19,6 +19,7 @@ def node_create(*, name, address, port, username, python_path="python3", labels=
     business, one layer up. Raises validators.NodeFieldError for a name, address, port or user the rule refuses."""
     checked = validators.ssh_node_check(name=name, address=address, port=port, username=username)
     name, address, port, username = checked["name"], checked["address"], checked["port"], checked["username"]
+    labels = validators.labels_clean(labels)
     if credential is None and (private_key or key_path):
         credential = SSHCredential(name="key for %s" % name, key_path=key_path, created_by=created_by)
         if private_key:
@@ -31,6 +32,38 @@ def node_create(*, name, address, port, username, python_path="python3", labels=
     audit.record("node.created", actor=created_by, obj=node, address=address, port=port, username=username,
                  labels=list(labels), credential=str(credential) if credential else None)
     return node
+
+
+CONNECTION_FIELDS = ("address", "port", "username", "python_path", "labels")
+
+
+@transaction.atomic
+def node_edit(*, node, changed_by, **values):
+    """Change an SSH node's address, port, user, Python or labels (the node rule applies, validators). A new address
+    or port is another host as far as SSH knows: the pinned host key is dropped and must be fetched and accepted
+    again before any run (the node is New again). Audited with each field's old and new value."""
+    wanted = {field: values[field] for field in CONNECTION_FIELDS if field in values}
+    checked = validators.ssh_node_check(name=node.name, address=wanted.get("address", node.address),
+                                        port=wanted.get("port", node.port),
+                                        username=wanted.get("username", node.username))
+    wanted.update(address=checked["address"], port=checked["port"], username=checked["username"])
+    if "labels" in wanted:
+        wanted["labels"] = validators.labels_clean(wanted["labels"])
+    changes = {field: [getattr(node, field), value] for field, value in wanted.items() if getattr(node, field) != value}
+    if not changes:
+        return node, {}
+    for field, (_, value) in changes.items():
+        setattr(node, field, value)
+    update = list(changes)
+    key_dropped = "address" in changes or "port" in changes
+    if key_dropped:
+        HostKey.objects.filter(node=node).delete()
+        node.status, node.contact_error = Node.Status.NEW, ""
+        update += ["status", "contact_error"]
+    node.save(update_fields=update)
+    audit.record("node.changed", actor=changed_by, obj=node, via="edit page", changes=changes,
+                 host_key_dropped=key_dropped)
+    return node, changes
 
 
 def node_register_local(*, name="localhost", python_path=None):

@@ -1,5 +1,6 @@
-"""The one rule for a node's name, login, port and address: the add-node page, `add_node`, `import_nodes` and the
-service that creates a node all apply it (a value that is refused here is refused everywhere)."""
+"""The one rule for a node's name, login, port, address and labels: the add-node and edit-node pages, `add_node`,
+`import_nodes` (CSV, Ansible, scontrol records) and the service that creates a node all apply it (a value that is
+refused here is refused everywhere)."""
 
 import ipaddress
 import re
@@ -8,6 +9,10 @@ from cudaweb.nodes.addresses import AddressRefused, address_check
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a slug: it is part of URLs, file names and Slurm / Kubernetes names
 USERNAME = re.compile(r"[a-z_][a-z0-9_.-]{0,63}")  # a POSIX login (useradd's default rule)
+# A label is a word a filter, a URL and a Prometheus series carry (rack-07, h200, a Slurm partition): a Kubernetes
+# label value's shape. A node has a few, not thousands: one scontrol record once gave 100,001 and the fleet page 3.6 MB.
+LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+MAX_LABELS = 32
 
 
 class NodeFieldError(ValueError):
@@ -52,6 +57,20 @@ def address_clean(address):
         return address_check(text)
     except AddressRefused as exc:
         raise NodeFieldError("address", str(exc)) from None
+
+
+def labels_clean(labels):
+    """A node's labels: each as LABEL says (at most 63 characters), at most MAX_LABELS, a repeat dropped."""
+    if isinstance(labels, str) or not all(isinstance(label, str) for label in labels):
+        raise NodeFieldError("labels", "labels are a list of words")
+    cleaned = list(dict.fromkeys(label.strip() for label in labels if label.strip()))
+    if len(cleaned) > MAX_LABELS:
+        raise NodeFieldError("labels", "%d labels: a node has at most %d" % (len(cleaned), MAX_LABELS))
+    for label in cleaned:
+        if not LABEL.fullmatch(label):
+            raise NodeFieldError("labels", "%r is not a label: letters, digits, . _ - inside (at most 63)"
+                                 % _shown(label)[:70])
+    return cleaned
 
 
 def ssh_node_check(*, name, address, port, username):

@@ -24,6 +24,10 @@ OTHER = {
     "port": r"port:? (\d{2,5})\b|:(\d{4,5}) \(errno",
     "driver_cuda_found": r"too old \(found version (\d+)\)",
     "capability": r"CUDA capability (sm_\d+)",
+    # an allocator setting PyTorch refused (c10/core/AllocatorConfig.cpp, c10/cuda/CUDAAllocatorConfig.cpp)
+    "allocator_setting_refused": r"(Unrecognized key '[^'\n]{1,60}' in [\w ]{0,24}allocator config|CachingAllocator "
+                                 r"option \w{1,40}|max_split_size_mb too small|Unknown allocator backend"
+                                 r"|garbage_collect(?:ion)?_threshold is invalid|Invalid fraction value)",
 }
 
 
@@ -56,14 +60,31 @@ def extract(text):
     return facts
 
 
+# Every cause of the OOM playbook (library/oom.yaml, its `fix_for` keys), in the playbook's order: one row each
+NOT_SHOWN = {
+    "allocator_setting_refused": "the message names no allocator setting",
+    "fragmentation": "the message gives no reserved-but-unallocated figure to compare with the size tried",
+    "another_process": "the message does not say what the GPU holds beyond this process",
+    "outside_pytorch": "the message does not split this process's memory into PyTorch's and the rest",
+    "leak_across_steps": "one message cannot show it: log memory_allocated() every step",
+    "dataloader_workers": "one message cannot show it: list the GPU's processes (nvidia-smi --query-compute-apps)",
+    "weights_loaded_twice": "one message cannot show it: check torch.load's map_location",
+    "real_shortage": "the message does not compare the size tried with the GPU's free memory",
+}
+
+
 def oom_kinds(facts, signatures=()):
-    """The OOM kinds these numbers support, most likely first, each with the reason in numbers."""
+    """Every OOM cause, one row each ({kind, reason, shown}): those these numbers show first, most likely first,
+    each with the reason in numbers; then the others, each saying what would show it."""
     kinds = []
     tried = facts.get("tried_gib")
     total, free = facts.get("total_gib"), facts.get("free_gib")
     spare = facts.get("reserved_unallocated_gib")
     in_use = facts.get("process_in_use_gib")
     allocated = facts.get("allocated_gib")
+    if facts.get("allocator_setting_refused"):
+        kinds.append(("allocator_setting_refused", "PyTorch refused the setting: %s; the job never allocated" %
+                      facts["allocator_setting_refused"]))
     if tried is not None and spare is not None and spare >= tried:
         kinds.append(("fragmentation", "%.2f GiB reserved but unallocated >= the %.2f GiB tried: the cached blocks "
                       "are too fragmented to serve it" % (spare, tried)))
@@ -79,11 +100,10 @@ def oom_kinds(facts, signatures=()):
         kinds.append(("real_shortage", "%.2f GiB tried is more than the GPU's %.2f GiB" % (tried, total)))
     elif tried is not None and free is not None and tried > free and (spare is None or spare < tried):
         kinds.append(("real_shortage", "%.2f GiB tried, %.2f GiB free and too little cached to reuse" % (tried, free)))
-    for kind in ("leak_across_steps", "dataloader_workers", "weights_loaded_twice"):
-        kinds.append((kind, "one message cannot show it: log memory_allocated() per step and list the GPU's processes"))
     seen, ranked = set(), []
     for kind, reason in kinds:
         if kind not in seen:
             seen.add(kind)
-            ranked.append({"kind": kind, "reason": reason})
-    return ranked
+            ranked.append({"kind": kind, "reason": reason, "shown": True})
+    return ranked + [{"kind": kind, "reason": reason, "shown": False}
+                     for kind, reason in NOT_SHOWN.items() if kind not in seen]

@@ -43,6 +43,9 @@ class Entry:
     action: str = ""
     pattern: object = None  # compiled, for entries a fixed message cannot name (nvidia-smi -q fields, prose)
     pattern_source: str = ""
+    opens: object = None  # the playbook an operator opens first: the category, or `opens` where no rule scores it
+    aliases: tuple = ()  # other identifiers printed for it (pynvml's exception class NVMLError_ResetRequired)
+
 
 
 CONTEXTS_FILE = "number_contexts.yaml"
@@ -104,7 +107,7 @@ GENERIC = frozenset({"RuntimeError", "ValueError", "AssertionError", "KeyError",
 def _names(entry):
     """The identifiers under which logs print this entry: an error name, not a module or a group label."""
     last = entry.name.rsplit(".", 1)[-1]
-    return [name for name in {entry.name, last} if _IDENTIFIER.search(name) and _ERRORISH.search(name)
+    return [name for name in {entry.name, last, *entry.aliases} if _IDENTIFIER.search(name) and _ERRORISH.search(name)
             and name not in GENERIC]
 
 
@@ -230,7 +233,7 @@ def _table(path, contexts):
                      e.get("category"), " ".join(str(e.get("meaning", "")).split()),
                      e.get("source") or (data.get("sources") or [""])[0], str(e.get("action") or ""),
                      linear.compile(e["pattern"]) if e.get("pattern") and e.get("category") else None,
-                     e.get("pattern") or "")
+                     e.get("pattern") or "", e.get("category") or e.get("opens"), tuple(e.get("aliases") or ()))
                for e in data.get("entries") or []]
     files = {}
     for item in data.get("sources_files") or []:

@@ -27,6 +27,9 @@ class Pattern:
     regex: object  # a linear-time (RE2) pattern: see linear.py
     weight: float
     source: str = ""  # the pattern as written, for linear.Screen
+    cited: str = ""  # where the wording comes from (a library source file, NVIDIA or PyTorch documentation)
+    line: str = ""  # the line there that the pattern was written from, as printed (tests/playbooks/test_provenance)
+    fix: int = -1  # the index of the playbook's fix that answers this wording, shown first when it matched
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,17 @@ class Playbook:
     signatures: frozenset
     patterns: tuple
     metric_conditions: tuple = field(default=())
+    fix_for: dict = field(default_factory=dict)  # a signature or OOM kind -> the index of the fix that answers it
+
+    def fixes_for(self, selected=(), indices=()):
+        """The fixes, those answering what selected the playbook (signatures, OOM kinds, then the fixes its matched
+        patterns name; in that order) first: the first fix shown follows what led to it, not the playbook's most
+        common cause."""
+        first = []
+        for index in [self.fix_for.get(key) for key in selected] + list(indices):
+            if index is not None and 0 <= index < len(self.fixes) and index not in first:
+                first.append(index)
+        return [self.fixes[i] for i in first] + [fix for i, fix in enumerate(self.fixes) if i not in first]
 
 
 def parse(data, source="<playbook>"):
@@ -54,18 +68,23 @@ def parse(data, source="<playbook>"):
         raise PlaybookError("%s: unknown category %r" % (source, data["category"]))
     match = data["match"] or {}
     try:
-        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"]), p["regex"])
+        patterns = tuple(Pattern(linear.compile(p["regex"]), float(p["weight"]), p["regex"], p.get("source", ""),
+                                 p.get("line", ""), int(p.get("fix", -1)))
                          for p in match.get("patterns") or [])
     except (linear.error, KeyError, TypeError, ValueError) as exc:
         raise PlaybookError("%s: bad pattern: %s" % (source, exc)) from exc
     if not patterns and not match.get("signatures"):
         raise PlaybookError("%s: selects nothing (no signatures, no patterns)" % source)
+    fix_for = dict(data.get("fix_for") or {})
+    named = list(fix_for.values()) + [p.fix for p in patterns if p.fix != -1]
+    if any(not isinstance(i, int) or not 0 <= i < len(data["fixes"]) for i in named):
+        raise PlaybookError("%s: fix_for names a fix that is not there" % source)
     return Playbook(
         id=data["id"], title=data["title"], category=data["category"], severity=data["severity"],
         summary=" ".join(str(data["summary"]).split()), symptoms=list(data["symptoms"]), causes=list(data["causes"]),
         diagnostics=list(data["diagnostics"]), fixes=list(data["fixes"]), references=list(data.get("references") or []),
         signatures=frozenset(match.get("signatures") or []), patterns=patterns,
-        metric_conditions=tuple(match.get("metrics") or []),
+        metric_conditions=tuple(match.get("metrics") or []), fix_for=fix_for,
     )
 
 

@@ -42,6 +42,13 @@ class Match:
     basis: str = "rules"  # "rules"; below MIN_SCORE "partial" (a near-miss rule) or "similar" (the fallback)
     similar_to: object = None  # similarity.Similar for the fallback
     then: bool = False  # a later failure in the same log, after the one that leads
+    kinds: list = field(default_factory=list)  # what the text's numbers show (OOM kinds), most likely first
+    pattern_fixes: list = field(default_factory=list)  # the fixes its matched patterns name, in text order
+
+    @property
+    def fixes(self):
+        """The playbook's fixes, the one answering what selected it first (library.Playbook.fixes_for)."""
+        return self.playbook.fixes_for(list(self.signatures) + list(self.kinds), self.pattern_fixes)
 
     @property
     def confident(self):
@@ -52,7 +59,8 @@ class Match:
                "severity": self.playbook.severity, "score": round(self.score, 3), "basis": self.basis,
                "confident": self.confident, "then": self.then, "evidence": self.evidence,
                "signatures": self.signatures, "metrics": self.metrics,
-               "knowledge": [hit.as_dict() for hit in self.knowledge], "similar_to": None}
+               "knowledge": [hit.as_dict() for hit in self.knowledge], "similar_to": None,
+               "first_fix": self.fixes[0] if self.playbook.fixes else ""}
         if self.similar_to is not None:
             doc = self.similar_to.document
             out["similar_to"] = {"id": doc.id, "source": doc.source, "similarity": self.similar_to.score}
@@ -98,7 +106,7 @@ def _line_of(data, start):
 
 
 def _score(book, text, signatures, metrics, hits, present):
-    score, evidence, found_signatures, met, used = 0.0, {}, [], [], []
+    score, evidence, found_signatures, met, used, fixes = 0.0, {}, [], [], [], []
     for signature in sorted(book.signatures & set(signatures)):
         score += SIGNATURE_WEIGHT
         found_signatures.append(signature)
@@ -107,12 +115,14 @@ def _score(book, text, signatures, metrics, hits, present):
         if isinstance(value, (int, float)) and "below" in condition and value < condition["below"]:
             score += METRIC_WEIGHT
             met.append("%s %.3g < %.3g" % (condition["metric"], value, condition["below"]))
-    for pattern in book.patterns:
+    for order, pattern in enumerate(book.patterns):
         found = pattern.regex.search(text) if id(pattern) in present else None
         if found:
             score += pattern.weight
             offset, line = _line_of(text, found.start())
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
+            if pattern.fix != -1:  # at one place, the narrower wording (declared later) names its fix first
+                fixes.append((found.start(), -order, pattern.fix))
     by_place = {}  # one place in the text counts once: "unknown error" is in three tables, not three errors
     for hit in hits:
         if hit.entry.category == book.category:
@@ -122,7 +132,8 @@ def _score(book, text, signatures, metrics, hits, present):
             evidence.setdefault(offset, line.strip()[:MAX_LINE])
     score += min(sum(by_place.values()), KNOWLEDGE_CAP)
     lines = [evidence[k] for k in sorted(evidence)][:MAX_EVIDENCE_LINES]
-    return Match(book, score, lines, found_signatures, met, used, min(evidence) if evidence else None)
+    return Match(book, score, lines, found_signatures, met, used, min(evidence) if evidence else None,
+                 pattern_fixes=[index for _, _, index in sorted(fixes)])
 
 
 def _order(matches):
@@ -198,6 +209,8 @@ def triage(text="", signatures=(), metrics=None, exclude=(), similar=True):
         matches += below[:SIMILAR_SHOWN - len(matches)] if matches else below[:SIMILAR_SHOWN]
     found = facts_module.extract(data)
     oom = facts_module.oom_kinds(found, signatures) if matches and matches[0].playbook.category == "oom" else []
+    if oom:  # the specific diagnosis leads the generic list: the fix of what the numbers show comes first
+        matches[0].kinds = [kind["kind"] for kind in oom if kind["shown"]]
     return Triage(matches, candidates[:3], found, oom)
 
 

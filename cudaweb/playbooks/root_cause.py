@@ -17,7 +17,7 @@ def _playbook(check):
     if not found:
         return None
     book = found[0].playbook
-    return {"id": book.id, "title": book.title, "first_fix": book.fixes[0] if book.fixes else ""}
+    return {"id": book.id, "title": book.title, "first_fix": found[0].fixes[0] if book.fixes else ""}
 
 
 def _playbook_cached(run, check):

@@ -17,22 +17,21 @@ from cudaweb.remote.transports.ssh import SSHTransport
 
 
 def reachable_address(address, port):
-    """The address to connect to: checked (cudaweb.nodes.addresses) and, when only some networks are allowed,
-    the name resolved once, every address it gives inside them, and the first of those returned: the connection
-    goes to the IP that was checked, so a name that resolves differently a moment later (DNS rebinding) cannot
-    lead it elsewhere. Raises AddressRefused."""
-    addresses.address_check(address)
-    if addresses.allowed_networks():
-        try:
-            resolved = {info[4][0] for info in socket.getaddrinfo(address, port, proto=socket.IPPROTO_TCP)}
-        except OSError as exc:
-            raise addresses.AddressRefused("%s does not resolve: %s" % (address, exc)) from None
-        outside = sorted(ip for ip in resolved if not addresses.ip_allowed(ip.split("%")[0]))
-        if outside:
-            raise addresses.AddressRefused("%s resolves to %s, outside the networks this dashboard may connect to "
-                                           "(CUDAWEB_ALLOWED_NETWORKS)" % (address, ", ".join(outside)))
-        return sorted(resolved)[0]
-    return address
+    """The address to connect to: checked (cudaweb.nodes.addresses), the name resolved once, every address it gives
+    allowed (inside CUDAWEB_ALLOWED_NETWORKS, or, with none listed, none of this host's own or the link's), and the
+    first of those returned: the connection goes to the IP that was checked, so a name that resolves differently a
+    moment later (DNS rebinding) cannot lead it elsewhere, nor `localhost` to the worker's own services. Raises
+    AddressRefused."""
+    address = addresses.address_check(address)
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(address, port, proto=socket.IPPROTO_TCP)}
+    except OSError as exc:
+        raise addresses.AddressRefused("%s does not resolve: %s" % (address, exc)) from None
+    outside = sorted(ip for ip in resolved if not addresses.ip_allowed(ip.split("%")[0]))
+    if outside:
+        raise addresses.AddressRefused("%s resolves to %s: %s" % (
+            address, ", ".join(outside), addresses.refusal(outside[0]).split(" ", 2)[2]))
+    return sorted(resolved)[0]
 
 
 def transport_for(node, *, purpose="", on_behalf_of=None):
@@ -89,7 +88,10 @@ def host_key_fetch(*, node, on_behalf_of=None):
                                                                 settings.CUDAWEB_SSH_CONNECT_TIMEOUT)
     except base.Unreachable:
         # one message whatever the cause (refused, filtered, not SSH): the dashboard is no port scanner
-        raise base.Unreachable("no SSH host key could be read from %s:%d" % (node.address, node.port)) from None
+        raise base.Unreachable(
+            "no SSH host key could be read from %s:%d: nothing there answered as an SSH server. Check the address "
+            "and port, that sshd runs on the node, and that a firewall lets this dashboard's workers reach it"
+            % (node.address, node.port)) from None
     audit.record("host_key.fetched", actor=on_behalf_of, obj=node, address="%s:%d" % (node.address, node.port),
                  key_type=key_type, fingerprint=fingerprint)
     return node_services.host_key_record(node=node, key_type=key_type, key_base64=key_base64, fingerprint=fingerprint)

@@ -170,6 +170,7 @@ def entry_check(entry):
         raise InventoryError("%s: transport %r is not ssh or local" % (where, entry["transport"][:20]))
     try:
         validators.name_check(entry["name"])
+        entry["labels"] = validators.labels_clean(entry.get("labels", []))
         if entry["transport"] == "local":
             return
         if not entry["user"]:

@@ -16,6 +16,52 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, InterfaceError)
+# When some process last found the database away: a heartbeat cannot be written then, so the reaper judges silence
+# only from when the database answered again (reaper.runs_reap). Kept in this process and in Redis (every worker and
+# beat see it); written at most every AWAY_NOTE_EVERY_S.
+AWAY_KEY = "cudaweb:database-away-seen"
+AWAY_NOTE_EVERY_S = 2.0
+AWAY_KEY_TTL_S = 86400
+_away = {"seen": 0.0, "shared": 0.0}
+
+
+def away_note():
+    """Say that the database did not answer just now (this process, and every worker through Redis)."""
+    now = time.time()
+    _away["seen"] = now
+    if now - _away["shared"] < AWAY_NOTE_EVERY_S:
+        return
+    _away["shared"] = now
+    from cudaweb.validation import queue
+
+    try:
+        client = queue.broker_client(timeout_s=1.0)
+        try:
+            previous = float(client.get(AWAY_KEY) or 0)
+            if now > previous:
+                client.set(AWAY_KEY, repr(now), ex=AWAY_KEY_TTL_S)
+        finally:
+            client.close()
+    except (queue.BROKER_ERRORS + (ValueError,)) as exc:  # Redis away too: this process's own memory still counts
+        log.debug("database outage not shared through Redis: %s", exc)
+
+
+def away_last_seen():
+    """When this process or any worker last found the database away (an aware datetime), or None."""
+    from datetime import datetime, timezone
+
+    from cudaweb.validation import queue
+
+    seen = _away["seen"]
+    try:
+        client = queue.broker_client(timeout_s=1.0)
+        try:
+            seen = max(seen, float(client.get(AWAY_KEY) or 0))
+        finally:
+            client.close()
+    except (queue.BROKER_ERRORS + (ValueError,)) as exc:
+        log.debug("database outages of other workers unknown: %s", exc)
+    return datetime.fromtimestamp(seen, tz=timezone.utc) if seen else None
 
 
 def connection_drop():
@@ -44,6 +90,7 @@ def retrying(fn, *args, what="", budget_s=None, **kwargs):
         except RETRYABLE as exc:
             left_s = deadline - time.monotonic()
             connection_drop()
+            away_note()
             if left_s <= 0:
                 log.error("%s: the database did not answer for %.0f s (%d tries): %s", what or fn.__name__,
                           budget_s, tries, exc)

@@ -50,6 +50,8 @@ class ValidationRun(models.Model):
     reason = models.TextField(blank=True, help_text="why the run ended where it did, for the operator")
     report = models.JSONField(null=True, blank=True)
     raw_output = models.TextField(blank=True, help_text="agent output kept when it could not be parsed (capped)")
+    report_unstored = models.BooleanField(default=False, help_text="DASHBOARD_ERROR with its report kept in `report` "
+                                          "while the database was away: the reaper stores it with its check rows")
     progress = models.JSONField(default=list, blank=True)
     enqueued = models.DateTimeField(null=True, blank=True, help_text="when its task was last put on the queue")
     enqueue_count = models.PositiveSmallIntegerField(default=0)

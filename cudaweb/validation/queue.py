@@ -70,21 +70,69 @@ def enqueue_fanout(runs):
         raise BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
 
 
-def broker_holds(run_ids):
-    """The ids among `run_ids` whose task the broker still holds, waiting in a queue or delivered but not yet
-    acknowledged; None when the broker cannot be asked (then nothing may be concluded)."""
+HELD_BY_DEAD_WORKER = "held by a dead worker"
+WORKER_ANSWER_S = 1.5  # how long the reaper waits for the live workers to say which tasks they hold
+
+
+def broker_holds(run_ids, *, dead_holders=None):
+    """The ids among `run_ids` whose task the broker still holds for a worker that will run it: waiting in a queue,
+    or delivered to a worker that is alive and says it holds it. A message delivered to a worker that died (killed
+    with the database away, its claim waiting) stays in Redis's `unacked` set until the visibility timeout (days,
+    for burn-ins): it is held by nobody, and its id goes to `dead_holders` (a set) if given. None when the broker
+    cannot be asked (then nothing may be concluded)."""
     from cudaweb.celery import app
 
     wanted = {str(run_id) for run_id in run_ids}
     try:
         with app.connection_for_read() as connection:
             client = connection.default_channel.client
-            messages = client.lrange(app.conf.task_default_queue, 0, -1) + list(client.hvals("unacked"))
+            waiting = client.lrange(app.conf.task_default_queue, 0, -1)
+            delivered = list(client.hvals("unacked"))
     except Exception as exc:  # not Redis, or Redis down: unknown
         log.warning("cannot look into the broker: %s", exc)
         return None
-    text = "\n".join(_readable(m) for m in messages)
-    return {run_id for run_id in wanted if run_id in text}
+    text = "\n".join(_readable(m) for m in waiting)
+    held = {run_id for run_id in wanted if run_id in text}
+    by_task = {}  # task id of a delivered message -> the wanted run ids it carries
+    for message in delivered:
+        readable = _readable(message)
+        carried = {run_id for run_id in wanted - held if run_id in readable}
+        if carried:
+            by_task.setdefault(_task_id(message) or "", set()).update(carried)
+    if not by_task:
+        return held
+    alive = _tasks_live_workers_hold(set(by_task) - {""})
+    for task_id, carried in by_task.items():
+        if alive is None or task_id in alive:  # no worker answered: one may be busy, or none runs; wait
+            held |= carried
+        elif dead_holders is not None:
+            dead_holders.update(carried - held)
+    return held
+
+
+def _task_id(message):
+    """The task id in the headers of a message as Redis's `unacked` set holds it ([message, exchange, key])."""
+    try:
+        document = json.loads(message)
+        document = document[0] if isinstance(document, list) else document
+        return document["headers"]["id"]
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def _tasks_live_workers_hold(task_ids):
+    """Which of `task_ids` a live worker holds (reserved, prefetched, scheduled or running: Celery's query_task, a
+    broadcast the worker's main process answers however busy its pool is); None when no worker answers at all."""
+    from cudaweb.celery import app
+
+    try:
+        replies = app.control.inspect(timeout=WORKER_ANSWER_S).query_task(*sorted(task_ids))
+    except Exception as exc:
+        log.warning("cannot ask the workers which tasks they hold: %s", exc)
+        return None
+    if not replies:
+        return None
+    return {task_id for answer in replies.values() for task_id in (answer or {})}
 
 
 def _readable(message):

@@ -8,6 +8,7 @@ import fcntl
 import json
 import logging
 import os
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -25,24 +26,57 @@ def _path(run_id):
     return _dir() / ("%s.json" % uuid.UUID(str(run_id)))
 
 
+def location(run_id):
+    """Where the kept report of `run_id` lies, for a person: host and path (the spool is on the worker's host)."""
+    return "%s:%s" % (socket.gethostname(), _path(run_id))
+
+
+QUARANTINE = "quarantine"  # a kept report that cannot be read or stored goes here, once, named in the log and its run
+TMP_MAX_AGE_S = 3600  # a .tmp file this old is what a writer killed mid-write left
+
+
+class SpoolFull(OSError):
+    """The spool could not take the report (a full disk, no permission): nothing was kept."""
+
+
 def report_keep(*, run_id, report):
-    """Write the report atomically (a temporary file renamed), readable only by the worker's user, and hold it: the
+    """Write the report crash-safely (a temporary file written, fsynced, renamed, the directory fsynced: a crash leaves
+    the old state or the whole new file, never part of one), readable only by the worker's user, and hold it: the
     answer is an open file locked (flock) by this process until `release`, so that no reaper stores the report while
-    its worker is still trying to (a reaper takes only a file nobody holds; a killed worker's lock goes with it)."""
+    its worker is still trying to (a reaper takes only a file nobody holds; a killed worker's lock goes with it).
+    Raises SpoolFull, leaving no partial file behind, when the spool cannot take it."""
     folder = _dir()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = _path(run_id)
     scratch = target.with_suffix(".tmp")
-    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = None
     try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         with open(fd, "w", closefd=False) as fh:  # a file object writes it all (os.write may write part)
             json.dump(report, fh)
+        os.fsync(fd)
         os.replace(scratch, target)
+        _fsync_dir(folder)
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            scratch.unlink()
+        raise SpoolFull("the report spool %s could not take the report: %s" % (folder, exc)) from exc
     except BaseException:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         raise
     return Held(fd)
+
+
+def _fsync_dir(folder):
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class Held:
@@ -98,18 +132,80 @@ def _held_by_another(path):
         os.close(fd)
 
 
-def reports_kept():
-    """[(run_id, report, age in seconds)] of every report waiting here that no worker holds (is storing now); an
-    unreadable file is logged and left."""
+def report_held(*, run_id):
+    """Whether a worker on this host holds the kept report of `run_id` now (it is alive and storing it)."""
+    path = _path(run_id)
+    return path.exists() and _held_by_another(path)
+
+
+def reports_waiting():
+    """[(run_id, age in seconds)] of every report waiting here that no worker holds, from the file names and their
+    times only (the spool's index: nothing is read until a reaper claims a report); partial .tmp files a killed
+    writer left are removed on the way."""
     folder = _dir()
     if not folder.is_dir():
         return []
-    kept = []
-    for path in sorted(folder.glob("*.json")):
+    waiting = []
+    now = time.time()
+    for entry in os.scandir(folder):
+        name = entry.name
         try:
-            if _held_by_another(path):
+            if name.endswith(".tmp"):
+                if now - entry.stat().st_mtime > TMP_MAX_AGE_S and not _held_by_another(entry.path):
+                    os.unlink(entry.path)
+                    log.warning("removed %s: a report its writer never finished", entry.path)
                 continue
-            kept.append((uuid.UUID(path.stem), json.loads(path.read_text()), time.time() - path.stat().st_mtime))
+            if not name.endswith(".json"):
+                continue
+            run_id = uuid.UUID(name[:-len(".json")])
+            if _held_by_another(entry.path):
+                continue
+            waiting.append((run_id, now - entry.stat().st_mtime))
+        except FileNotFoundError:
+            continue  # stored and removed meanwhile
+        except ValueError:
+            report_quarantine(path=Path(entry.path), why="its name is no run's id")
+    return sorted(waiting, key=lambda item: -item[1])
+
+
+def report_read(*, run_id):
+    """The kept report of `run_id` (claimed by the caller); ValueError when the file is no report (truncated, not
+    JSON, not an object)."""
+    text = _path(run_id).read_text()
+    try:
+        report = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("not JSON (%d bytes): %s" % (len(text), exc)) from exc
+    if not isinstance(report, dict) or not isinstance(report.get("checks"), list):
+        raise ValueError("not a report")
+    return report
+
+
+def report_quarantine(*, path=None, run_id=None, why):
+    """Move a kept report that cannot be read or stored into the spool's quarantine folder (so no reaper tries it
+    again), log where it went, and answer that path."""
+    path = Path(path) if path is not None else _path(run_id)
+    folder = _dir() / QUARANTINE
+    folder.mkdir(exist_ok=True, mode=0o700)
+    moved = folder / path.name
+    try:
+        os.replace(path, moved)
+    except FileNotFoundError:
+        return None
+    log.error("kept report %s cannot be stored (%s): moved to %s, where it stays for a person to look at",
+              path, why, moved)
+    return moved
+
+
+def reports_kept():
+    """[(run_id, report, age in seconds)] of every report waiting here that no worker holds; a file that is no report
+    is quarantined (once)."""
+    kept = []
+    for run_id, age_s in reports_waiting():
+        try:
+            kept.append((run_id, report_read(run_id=run_id), age_s))
+        except FileNotFoundError:
+            continue
         except (OSError, ValueError) as exc:
-            log.error("kept report %s cannot be read: %s", path, exc)
+            report_quarantine(run_id=run_id, why=exc)
     return kept

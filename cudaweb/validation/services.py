@@ -26,7 +26,10 @@ from cudaweb.validation.statuses import node_status_of, run_status_of
 log = logging.getLogger(__name__)
 Status = ValidationRun.Status
 PROGRESS_CAP = 400
-TIMEOUT_EXIT_CODES = (124, 137)  # coreutils timeout: budget reached / killed after the grace period
+TIMEOUT_EXIT_CODES = (124, 137)
+# A report the spool could not take (a full disk) lives only in its worker's memory: its store is tried this many times
+# longer before the run is given up on (the reaper never judges a run lost while the database is away).
+UNSPOOLED_RETRY_FACTOR = 10  # coreutils timeout: budget reached / killed after the grace period
 
 ERROR_STATES = (
     (base.HostKeyMismatch, Status.HOST_KEY_MISMATCH),
@@ -131,18 +134,22 @@ def run_claim(*, run_id):
     return dbretry.retrying(claim, what="claim of run %s" % run_id)
 
 
-def run_finish(*, run, status, reason="", raw_output="", report=None, from_statuses=(Status.RUNNING,)):
+def run_finish(*, run, status, reason="", raw_output="", report=None, from_statuses=(Status.RUNNING,),
+               report_unstored=False):
     """Move a live run to a terminal state (only if it is still in one of `from_statuses`), update its node and
     tell the apps above (signals.run_finished), all in one transaction, tried again over a dropped connection.
-    `report`: a report kept with a run that could not store it (DASHBOARD_ERROR)."""
+    `report`: a report kept with a run that could not store it (DASHBOARD_ERROR); `report_unstored`: the reaper is
+    to store it with its checks once the database takes it (reaper.reports_sweep)."""
     return dbretry.retrying(_run_finish, run=run, status=status, reason=reason, raw_output=raw_output, report=report,
-                            from_statuses=from_statuses, what="end of run %s" % run.id)
+                            from_statuses=from_statuses, report_unstored=report_unstored,
+                            what="end of run %s" % run.id)
 
 
 @transaction.atomic
-def _run_finish(*, run, status, reason, raw_output, report, from_statuses):
+def _run_finish(*, run, status, reason, raw_output, report, from_statuses, report_unstored):
     now = timezone.now()
     fields = {"report": report} if report is not None else {}
+    fields["report_unstored"] = report_unstored
     updated = ValidationRun.objects.filter(id=run.id, status__in=from_statuses).update(
         status=status, reason=hostoutput.text_for_db(reason)[:10000], finished=now,
         raw_output=hostoutput.text_for_db(raw_output[: settings.CUDAWEB_OUTPUT_CAP]), **fields)
@@ -176,13 +183,15 @@ def _progress_recorder(run, events=None):
     return record
 
 
-def run_store_report(*, run, report, retry=None, outcomes=None, from_statuses=(Status.RUNNING,), reason_note=""):
+def run_store_report(*, run, report, retry=None, outcomes=None, from_statuses=(Status.RUNNING,), reason_note="",
+                     budget_s=None):
     """Keep the report and one CheckResult row per check; the verdict decides the terminal state. `retry` and
     `outcomes` are a second attempt's (run_retry_figures): the run's note, and each retried check's attempts. One
     transaction, tried again as a whole over a dropped connection; storing a report already stored does nothing
     and answers the run's status."""
     return dbretry.retrying(_run_store_report, run=run, report=report, retry=retry, outcomes=outcomes,
-                            from_statuses=from_statuses, reason_note=reason_note, what="report of run %s" % run.id)
+                            from_statuses=from_statuses, reason_note=reason_note, what="report of run %s" % run.id,
+                            budget_s=budget_s)
 
 
 @transaction.atomic
@@ -242,7 +251,7 @@ def run_execute(*, run_id):
     try:
         report = hostoutput.clean(parse_report(result.stdout))
     except ReportError as exc:
-        reason, raw_output = _unparsable(result, exc)
+        reason, raw_output = _unparsable(result, exc, python=node.python_path)
         run_finish(run=run, status=Status.AGENT_ERROR, reason=reason, raw_output=raw_output)
         return Status.AGENT_ERROR
     retry, outcomes = {}, {}
@@ -276,9 +285,21 @@ def _run_prepare(*, run_id):
     return run, agent_args
 
 
-def _unparsable(result, error):
-    """The reason and the kept output of output that is not a report; binary output is kept as a short sample."""
+NOT_STARTED = {126: "is not executable", 127: "was not found"}  # the shell's and coreutils timeout's exit codes
+
+
+def _unparsable(result, error, python=""):
+    """The reason and the kept output of output that is not a report; binary output is kept as a short sample.
+    An interpreter that could not be started (exit 126 / 127, nothing printed) is named once, with the fix."""
     truncated = ", output truncated" if result.truncated else ""
+    if result.exit_status in NOT_STARTED and not result.stdout.strip():
+        said = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "")
+        if python and (python in said or not said):
+            reason = ("the node's Python %s %s (exit status %d): set the node's Python to an interpreter that has "
+                      "torch" % (python, NOT_STARTED[result.exit_status], result.exit_status))
+        else:  # something else could not be started (timeout, env): the host's own words
+            reason = "the agent could not be started: %s (exit status %d)" % (said[:300], result.exit_status)
+        return reason, result.stderr
     if hostoutput.looks_binary(result.stdout):
         reason = ("the agent's output is binary, not a report (%d characters%s, agent exit status %s); its first "
                   "%d characters are kept, escaped" % (len(result.stdout), truncated, result.exit_status,
@@ -292,33 +313,65 @@ def _unparsable(result, error):
 
 
 def _run_keep_report(*, run, report, retry=None, outcomes=None):
-    """Store a valid report. It waits in the worker's spool while it is stored; if the database stays away past the
-    retries the run ends DASHBOARD_ERROR with the report kept, and the reaper stores it later (reports_sweep)."""
+    """Store a valid report. It waits in the worker's spool while it is stored, and stays there until it is: if the
+    database stays away past the retries the run ends DASHBOARD_ERROR with the report in its column (or stays RUNNING
+    where even that cannot be written), and a reaper stores it later (reaper.reports_sweep)."""
     held = None
     try:
         held = report_spool.report_keep(run_id=run.id, report=report)
-    except OSError as exc:  # no spool: the retries still protect the report, only a longer outage would cost it
-        log.error("run %s: the report could not be spooled: %s", run.id, exc)
+    except report_spool.SpoolFull as exc:  # the retries still protect the report; a longer outage would cost it
+        log.error("run %s: %s; the report is held in this worker's memory only, its store tried for up to %d s",
+                  run.id, exc, UNSPOOLED_RETRY_FACTOR * settings.CUDAWEB_DB_RETRY_S)
     try:
         try:
-            status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes)
-        except DatabaseError as exc:  # our failure, not the agent's: keep the report, name the cause
-            log.exception("run %s: storing the report failed", run.id)
-            try:
-                run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report,
-                           reason="the dashboard could not store the agent's report (%s: %s); the report is kept "
-                                  "and is stored with its checks once the database takes it" % (
-                                      type(exc).__name__, exc))
-            except DatabaseError:
-                log.error("run %s stays RUNNING: the database is away; its report waits in %s for the reaper",
-                          run.id, settings.CUDAWEB_REPORT_SPOOL_DIR)
-                return None
-            return Status.DASHBOARD_ERROR
-        report_spool.report_drop(run_id=run.id)
+            status = run_store_report(run=run, report=report, retry=retry, outcomes=outcomes, budget_s=None if held
+                                      else UNSPOOLED_RETRY_FACTOR * settings.CUDAWEB_DB_RETRY_S)
+        except DatabaseError as exc:  # our failure, not the agent's
+            return _run_report_not_stored(run=run, report=report, error=exc, spooled=held is not None)
+        if status in ValidationRun.VERDICT_STATUSES:  # stored, by this try or one whose answer was lost
+            report_spool.report_drop(run_id=run.id)
+        elif held is not None:  # ended otherwise meanwhile (a reaper judged it lost): the report is not stored yet
+            log.warning("run %s ended %s before its report was stored; the report waits in %s for the reaper",
+                        run.id, status, report_spool.location(run.id))
         return status
     finally:
         if held is not None:
             held.release()  # from here on the reaper may take a report left in the spool
+
+
+def _run_report_not_stored(*, run, report, error, spooled):
+    """The database did not take a valid report: away past the retries (the reaper stores it later), or refusing
+    it (a fault of ours: the report is kept with the run, its spool copy set aside). Says which, and where it is."""
+    away = isinstance(error, dbretry.RETRYABLE)
+    where = report_spool.location(run.id)
+    if away:
+        log.error("run %s: the database did not take the report within the retries (%s)", run.id, error)
+        reason = ("the database was away when the report came (%s: %s); the report is kept with the run and is "
+                  "stored with its checks once the database takes it" % (type(error).__name__, error))
+    else:
+        log.exception("run %s: the database refused the report", run.id)
+        if spooled:
+            where = report_spool.report_quarantine(run_id=run.id, why="%s: %s" % (type(error).__name__, error))
+        reason = ("the dashboard could not store the agent's report (%s: %s); the report is kept with the run%s" % (
+            type(error).__name__, error, " and in %s" % where if spooled else ""))
+    try:
+        run_finish(run=run, status=Status.DASHBOARD_ERROR, report=report, reason=reason, report_unstored=away)
+        return Status.DASHBOARD_ERROR
+    except dbretry.RETRYABLE:
+        if spooled:
+            log.error("run %s stays RUNNING: the database is away; its report waits in %s for the reaper", run.id,
+                      where)
+        else:
+            log.error("run %s stays RUNNING: the database is away and the spool could not take its report: the "
+                      "report is lost unless the database answers before the run is judged lost", run.id)
+        return None
+    except DatabaseError as refused:  # the report itself cannot be written: end the run without it
+        log.exception("run %s: the database refused the report even as the run's own copy", run.id)
+        run_finish(run=run, status=Status.DASHBOARD_ERROR,
+                   reason="the dashboard could not store the agent's report (%s: %s)%s" % (
+                       type(refused).__name__, refused, "; the report is kept in %s" % where if spooled else
+                       "; the report is lost"))
+        return Status.DASHBOARD_ERROR
 
 
 def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payload, digest):
@@ -372,9 +425,9 @@ def run_mark_timed_out(*, run_id, reason):
 class Heartbeat:
     """Touch the run's heartbeat while a worker holds it, so the reaper can tell a live run from a lost one."""
 
-    def __init__(self, run_id, every_s=15):
+    def __init__(self, run_id, every_s=None):
         self.run_id = run_id
-        self.every_s = every_s
+        self.every_s = every_s or settings.CUDAWEB_HEARTBEAT_S
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
@@ -387,6 +440,8 @@ class Heartbeat:
                 except DatabaseError as exc:  # a dropped connection: reconnect on the next beat, never stop
                     log.warning("heartbeat of run %s not written: %s", self.run_id, exc)
                     dbretry.connection_drop()
+                    if isinstance(exc, dbretry.RETRYABLE):
+                        dbretry.away_note()  # the reaper judges this silence from when the database is back
         finally:
             dbretry.connection_drop()
 

@@ -90,7 +90,10 @@ def _reap_forever(every_s):
     while True:
         try:
             reaper.runs_reap()
-        except Exception:  # the database or Redis away for a while: try again next time
+        except dbretry.RETRYABLE as exc:  # the database away for a while: try again next time
+            dbretry.away_note()
+            log.warning("reaping waits for the database: %s", str(exc).strip()[:200])
+        except Exception:  # Redis away, or a fault of ours: try again next time
             log.exception("reaping failed")
         finally:
             dbretry.connection_drop()  # a close that fails on a dead connection must not end this thread

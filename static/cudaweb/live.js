@@ -1,13 +1,17 @@
 // Polls each live fragment (an element with data-poll-url) until its content says it is no longer live
-// (an element inside with data-live="0"); pauses while the tab is hidden. No page reload.
+// (an element inside with data-live="0"); pauses while the tab is hidden. No page reload. data-poll-every sets the
+// interval (ms); data-poll-hold a selector that, matched inside, skips a refresh (ticked boxes are kept).
 (function () {
   function watch(box) {
     var url = box.dataset.pollUrl;
     var timer = null;
-    function schedule() { timer = window.setTimeout(poll, 1500); }
+    var every = parseInt(box.dataset.pollEvery, 10) || 1500;  // the fleet page asks every 15 s, a run every 1.5 s
+    var hold = box.dataset.pollHold;  // e.g. "input:checked": not replaced while the user is choosing in it
+    function schedule() { timer = window.setTimeout(poll, every); }
     function poll() {
       timer = null;
       if (document.hidden) return;
+      if ((hold && box.querySelector(hold)) || box.contains(document.activeElement)) { schedule(); return; }
       fetch(url, {credentials: "same-origin", headers: {"X-Requested-With": "fetch"}})
         .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
         .then(function (html) {

@@ -38,7 +38,7 @@ def test_an_event_keeps_who_what_the_object_and_the_address(admin_user):
 def test_x_forwarded_for_counts_only_behind_a_trusted_proxy(settings):
     request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 198.18.0.5")
     assert audit.client_address(request) == "10.0.0.2"
-    settings.CUDAWEB_TRUST_X_FORWARDED_FOR = True
+    settings.CUDAWEB_TRUSTED_PROXIES = ["10.0.0.2"]
     assert audit.client_address(request) == "198.18.0.5"  # what our proxy saw; the first entry is the client's claim
 
 

@@ -1,5 +1,6 @@
-"""Login lockouts per client behind the proxy: under CUDAWEB_HTTPS=1 django-axes keys a lockout on the address our
-proxy saw (X-Forwarded-For), not on the proxy's own, so one client cannot lock an account for every client."""
+"""Login lockouts per client behind the proxy: django-axes keys a lockout on the address our proxy saw
+(X-Forwarded-For), not on the proxy's own, so one client cannot lock an account for every client; the header is
+believed only from a proxy named in CUDAWEB_TRUSTED_PROXIES, so a client cannot dodge its lockout by making one up."""
 
 import pytest
 from django.conf import settings as django_settings
@@ -13,8 +14,7 @@ PROXY = "10.0.0.2"  # every request reaches the web server from the proxy
 
 @pytest.fixture
 def behind_proxy(settings, django_user_model):
-    settings.CUDAWEB_HTTPS = True  # the flag the address rule reads (the module-level TLS settings are not needed)
-    settings.CUDAWEB_PROXY_COUNT = 1
+    settings.CUDAWEB_TRUSTED_PROXIES = ["10.0.0.0/24"]
     django_user_model.objects.create_user("admin", password="correct-horse-battery")
 
 
@@ -42,19 +42,40 @@ def test_a_client_cannot_dodge_its_lockout_by_claiming_another_address(client, b
     assert login(client, "", "correct-horse-battery", forwarded="192.0.2.99, 203.0.113.5").status_code == 429
 
 
-def test_the_rule_counts_proxies_from_the_right_and_refuses_what_is_no_address(rf, settings):
-    settings.CUDAWEB_HTTPS, settings.CUDAWEB_PROXY_COUNT = True, 2
-    request = rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="1.1.1.1, 203.0.113.5, 10.0.0.9")
-    assert audit.client_address(request) == "203.0.113.5"  # the outer proxy's view; the inner one's is 10.0.0.9
-    for forwarded in ("not-an-ip, 10.0.0.9", "203.0.113.5", "", "<script>, x"):  # garbage, or too few entries
+def test_the_rule_follows_the_named_hops_and_refuses_what_is_no_address(rf, settings):
+    settings.CUDAWEB_TRUSTED_PROXIES = ["192.0.2.0/24", "10.0.0.0/24"]  # outer, then inner
+    request = rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="1.1.1.1, 203.0.113.5, 192.0.2.9")
+    assert audit.client_address(request) == "203.0.113.5"  # what the outer proxy saw; before it, the client's claim
+    for forwarded in ("not-an-ip, 192.0.2.9", "203.0.113.5, 198.51.100.1", "", "<script>, x"):  # wrong hop, garbage
         request = rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=forwarded)
         assert audit.client_address(request) == PROXY, forwarded
-    settings.CUDAWEB_HTTPS = False
+    settings.CUDAWEB_TRUSTED_PROXIES = []
     assert audit.client_address(rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="203.0.113.5")) == PROXY
 
 
+@pytest.mark.parametrize("https", [True, False])
+def test_a_client_that_is_no_named_proxy_cannot_dodge_the_lockout_with_a_new_header_each_time(
+        client, settings, django_user_model, https):
+    """The issue's attack: 14 failures with a new X-Forwarded-For each, straight to the web server (compose
+    published it on every interface), then the right password."""
+    settings.CUDAWEB_HTTPS = https  # what trusted the header before, whoever sent it
+    settings.CUDAWEB_TRUSTED_PROXIES = ["10.0.0.2"]
+    django_user_model.objects.create_user("admin", password="correct-horse-battery")
+    for n in range(14):
+        client.cookies.clear()
+        client.post(reverse("login"), {"username": "admin", "password": "wrong"}, REMOTE_ADDR="198.51.100.50",
+                    HTTP_X_FORWARDED_FOR="203.0.113.%d" % n, secure=https)
+    client.cookies.clear()
+    answer = client.post(reverse("login"), {"username": "admin", "password": "correct-horse-battery"},
+                         REMOTE_ADDR="198.51.100.50", HTTP_X_FORWARDED_FOR="203.0.113.99", secure=https)
+    assert answer.status_code == 429
+    from cudaweb.accounts.models import AuditEvent
+    seen = set(AuditEvent.objects.filter(action="login.failed").values_list("client_address", flat=True))
+    assert seen == {"198.51.100.50"}  # the forged addresses are not in the audit log
+
+
 def test_without_the_proxy_setting_the_forwarded_header_is_ignored(client, settings, django_user_model):
-    settings.CUDAWEB_HTTPS = False
+    settings.CUDAWEB_TRUSTED_PROXIES = []
     django_user_model.objects.create_user("admin", password="correct-horse-battery")
     for n in range(10):
         login(client, "203.0.113.%d" % n, "wrong")  # a client making up addresses is still one client

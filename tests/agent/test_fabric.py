@@ -265,8 +265,10 @@ def test_the_real_h200_vm_has_no_hca_and_passes_unless_the_node_should_have_one(
 def test_gpus_and_hcas_without_aer_errors_pass(hgx):
     tree, scenario = hgx
     outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs"))
-    assert outcome.status == "pass" and outcome.metrics["pcie_aer_functions"] == 17
-    assert outcome.metrics["pcie_aer_fatal.0000:18:00.0"] == 0
+    assert outcome.status == "pass" and outcome.metrics["pcie_aer_functions"] == 17 + 33
+    # 8 PCIe switches (an upstream and two downstream ports each) under 8 root ports, and the RoCE NIC's root port
+    assert outcome.metrics["pcie_aer_ports_read"] == 33 and "33 port(s) above the devices" in outcome.summary
+    assert outcome.metrics["pcie_aer_fatal.0000:18:00.0"] == 0 and outcome.metrics["pcie_aer_fatal.0000:14:01.0"] == 0
 
 
 def test_the_real_h200_vm_exposes_no_aer_and_skips(tmp_path):
@@ -280,25 +282,48 @@ def _aer(tree, bdf, kind, name, total_name, count):
     edit(path, "%s 0" % total_name, "%s %d" % (total_name, count))
 
 
-def test_aer_fatal_growth_fails_and_correctable_growth_warns(hgx):
+@pytest.mark.parametrize("kind,name,total,signature", [
+    ("fatal", "MalfTLP", "TOTAL_ERR_FATAL", "pcie_aer_fatal"),
+    ("nonfatal", "CmpltTO", "TOTAL_ERR_NONFATAL", "pcie_aer_nonfatal"),
+])
+def test_an_uncorrectable_aer_count_on_the_first_validation_fails(hgx, kind, name, total, signature):
+    tree, scenario = hgx
+    _aer(tree, "0000:19:00.0", kind, name, total, 2)
+    outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs"))  # no previous validation
+    assert outcome.status == "fail" and outcome.signatures == [signature], outcome.summary
+    assert "since boot" in outcome.summary and "%s=2 on HCA mlx5_0 0000:19:00.0 (%s=2)" % (total, name) in \
+        outcome.summary
+
+
+def test_an_uncorrectable_count_already_there_at_the_previous_validation_still_fails(hgx):
     tree, scenario = hgx
     _aer(tree, "0000:9a:00.0", "fatal", "MalfTLP", "TOTAL_ERR_FATAL", 1)
-    previous = {"fabric.pcie_aer": {}}
+    previous = {"fabric.pcie_aer": {"pcie_aer_fatal.0000:9a:00.0": 1}}  # the first run's count, kept as baseline
     outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs", options={"fabric_previous": previous}))
     assert outcome.status == "fail" and outcome.signatures == ["pcie_aer_fatal"]
-    assert "pcie_aer_fatal.0000:9a:00.0 0 -> 1 (+1)" in outcome.summary and "MalfTLP=1" in outcome.evidence
-    _aer(tree, "0000:9a:00.0", "correctable", "BadDLLP", "TOTAL_ERR_COR", 4)
-    previous = {"fabric.pcie_aer": {"pcie_aer_fatal.0000:9a:00.0": 1}}
-    outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs", options={"fabric_previous": previous}))
-    assert outcome.status == "warn" and outcome.signatures == ["pcie_aer_errors_growing"]
-    assert "correctable" in outcome.summary
+    assert "counted before the previous validation too" in outcome.summary
 
 
-def test_aer_counts_without_a_previous_validation_warn(hgx):
+def test_an_error_on_the_switch_port_above_a_gpu_fails_naming_the_port(hgx):
     tree, scenario = hgx
-    _aer(tree, "0000:19:00.0", "nonfatal", "CmpltTO", "TOTAL_ERR_NONFATAL", 2)
+    _aer(tree, "0000:98:00.0", "nonfatal", "DLP", "TOTAL_ERR_NONFATAL", 3)  # the downstream port of GPU 9a
+    outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs"))
+    assert outcome.status == "fail" and "on port above GPU 0000:9a:00.0 0000:98:00.0 (DLP=3)" in outcome.summary
+    assert outcome.metrics["pcie_aer_nonfatal.0000:98:00.0"] == 3
+
+
+def test_correctable_counts_are_judged_by_growth(hgx):
+    tree, scenario = hgx
+    _aer(tree, "0000:96:01.0", "correctable", "BadDLLP", "TOTAL_ERR_COR", 4)  # a root port
     outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs"))
     assert outcome.status == "warn" and outcome.signatures == ["pcie_aer_errors_since_reset"]
+    previous = {"fabric.pcie_aer": {"pcie_aer_correctable.0000:96:01.0": 1}}
+    outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs", options={"fabric_previous": previous}))
+    assert outcome.status == "warn" and outcome.signatures == ["pcie_aer_errors_growing"]
+    assert "pcie_aer_correctable.0000:96:01.0 1 -> 4 (+3)" in outcome.summary
+    previous = {"fabric.pcie_aer": {"pcie_aer_correctable.0000:96:01.0": 4}}
+    outcome = fabric.fabric_pcie_aer(context(scenario, tree / "sysfs", options={"fabric_previous": previous}))
+    assert outcome.status == "pass" and "since the previous validation" in outcome.summary
 
 
 # ---- the agent process

@@ -65,6 +65,8 @@ def test_the_network_page_starts_the_plan_and_shows_the_rounds(operator_client, 
     page = operator_client.get(reverse("network:detail", args=[test.id])).content.decode()
     assert 'id="rounds"' in page and "Slow: <b>gpu-3</b>" in page and "with a good node" in page
     assert "0.010 GB/s (gloo)" in page and "1.250 GB/s" in page and 'id="matrix"' not in page
+    # the page says where gloo's expectation comes from: the line rate times a share measured on a healthy cluster
+    assert "the share a healthy gloo cluster was measured\nto reach (11.2 %" in page
 
 
 def test_the_command_queues_the_plan_and_prints_the_test(rack, published, capsys):

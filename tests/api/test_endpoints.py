@@ -53,9 +53,11 @@ def test_node_detail_and_unknowns_are_json_404s(client, token_for, fleet):
     detail = _json(client.get("/api/v1/nodes/gpu-a/", **bearer(token)))
     assert detail["name"] == "gpu-a" and len(detail["runs"]) == 1 and detail["live_run"] is None
     for url in ("/api/v1/nodes/nope/", "/api/v1/runs/not-a-uuid/", "/api/v1/runs/%s/" % fleet["a"].id,
-                "/api/v1/network-tests/%s/" % fleet["a"].id, "/api/v1/no-such-thing/", "/api/v1/nodes/a%00b/"):
+                "/api/v1/network-tests/%s/" % fleet["a"].id, "/api/v1/no-such-thing/"):
         response = client.get(url, **bearer(token))
         assert response.status_code == 404 and _json(response)["error"] == "not_found", url
+    response = client.get("/api/v1/nodes/a%00b/", **bearer(token))  # a NUL: no URL of ours holds one (malformed)
+    assert response.status_code == 400 and _json(response)["error"] == "bad_request"
 
 
 def test_run_detail_has_status_reason_and_report(client, token_for, fleet):

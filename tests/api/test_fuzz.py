@@ -67,3 +67,33 @@ def test_the_fuzz_run_reached_every_operation_and_past_the_errors():
     succeeded = {op for op, counts in SEEN.items() if any(200 <= status < 300 for status in counts)}
     assert {"GET /api/v1/nodes/", "GET /api/v1/nodes/{name}/", "POST /api/v1/nodes/{name}/validate/",
             "POST /api/v1/triage/", "GET /api/v1/audit/", "POST /api/v1/network-tests/"} <= succeeded
+
+
+HOSTILE_HEADERS = [  # the inputs issue 29 found ending in 500s, sent to every operation of the document
+    {"Content-Length": "abc"},
+    {"Content-Type": "application/x-www-form-urlencoded; charset=utf-16"},
+    {"Content-Type": "application/x-www-form-urlencoded; charset=latin-1"},
+    {"Cookie": "sessionid=abc\x00def"},
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("headers", HOSTILE_HEADERS, ids=lambda h: "/".join("%s:%s" % kv for kv in h.items())[:40])
+def test_every_operation_refuses_the_hostile_inputs_without_a_server_error(admin_token, headers):
+    """Each operation of the document, its path filled with the explicit examples' node (gpu-0042) or a fresh id,
+    asked with a hostile header and a body that is not UTF-8: a 4xx, never a 5xx."""
+    import uuid
+
+    from django.test import Client
+    client = Client(raise_request_exception=False)
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        path = operation.full_path.replace("{name}", "gpu-0042")
+        for name in ("{run_id}", "{test_id}"):
+            path = path.replace(name, str(uuid.uuid4()))
+        extra = {"HTTP_AUTHORIZATION": "Bearer %s" % admin_token}
+        for key, value in headers.items():
+            extra["CONTENT_LENGTH" if key == "Content-Length" else "CONTENT_TYPE" if key == "Content-Type"
+                  else "HTTP_" + key.upper()] = value
+        answer = client.generic(operation.method.upper(), path, "text=\xe9".encode("latin-1"), **extra)
+        assert answer.status_code < 500, (operation.label, headers, answer.content[:300])

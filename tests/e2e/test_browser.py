@@ -177,6 +177,7 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
     folded = page.inner_text("details.playbook-card")
     assert folded.startswith("May follow from the root cause")
     assert "not compared" in page.inner_text("#drift-panel")  # no baseline, no peers: no green "no drift"
+    assert page.is_visible("#failed-run-warning")  # a FAILED run: accepting it needs a reason (issue 29)
     a11y.check(page, "onboard_decide")
     _shot(page, "onboarding")
     page.check("input[name=decision][value=accepted]")

@@ -60,7 +60,13 @@ def test_junit_without_wait_or_into_a_missing_directory_is_a_usage_error(tmp_pat
 
 
 def test_unreachable_node_exits_3_with_its_reason_as_the_root_cause(celery_worker):
-    Node.objects.create(name="gone", address="127.0.0.1", port=1, username="root", python_path="python3")
+    from django.utils import timezone
+
+    from cudaweb.nodes.models import HostKey
+    node = Node.objects.create(name="gone", address="127.0.0.1", port=1, username="root", python_path="python3")
+    # its key accepted once (a node without one is refused before any run: exit 2, tests/fleet/test_command_wording.py)
+    HostKey.objects.create(node=node, key_type="ssh-ed25519", key_base64="AAAA", fingerprint_sha256="SHA256:x",
+                           accepted_at=timezone.now())
     done = validate_node("gone", "--wait", "--json")
     assert done.returncode == 3, done.stderr
     printed = json.loads(done.stdout)

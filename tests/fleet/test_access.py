@@ -8,6 +8,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from cudaweb.accounts.roles import ROLES, has_role
 from cudaweb.fleet import access
 from cudaweb.fleet.services import acceptance_decide
+from cudaweb.health import services as health_services
+from cudaweb.health.machine import SEND_RMA, Stimulus
 from cudaweb.network.models import NetworkTest
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks import library
@@ -45,7 +47,9 @@ def path_kwargs(admin_user):
     record = acceptance_decide(node=node, run=first, decision="accepted", user=admin_user)
     test = NetworkTest.objects.create(plan=NetworkTest.Plan.MATRIX)
     schedule = schedules.schedule_create(every_hours=6, mode="quick", label="matrix")
-    return {"node_id": node.id, "run_id": second.id, "run_a": first.id, "run_b": second.id, "record_id": record.id,
+    sent = health_services.apply(node, Stimulus(SEND_RMA), by=admin_user.username, actor=admin_user)
+    bundle = health_services.bundle_attach(transition=sent, name="evidence-matrix.zip", data=b"PK")
+    return {"bundle_id": bundle.id, "node_id": node.id, "run_id": second.id, "run_a": first.id, "run_b": second.id, "record_id": record.id,
             "test_id": test.id, "schedule_id": schedule.id, "playbook_id": next(iter(library.load())),
             "check_id": "driver.xid"}
 

@@ -62,6 +62,19 @@ def test_exports_honour_the_filters(operator_client, events):
         ("login.failed", "", {"username": "mallory"})]
 
 
+def test_csv_export_cells_a_spreadsheet_would_run_are_made_text(operator_client, django_user_model):
+    """OWASP's CSV injection advice: a cell starting with =, +, -, @, tab or CR gets a quote in front."""
+    node = Node.objects.create(name="gpu-x", transport=Node.Transport.LOCAL)
+    for name in ("-A1-A2", "=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "\tx", "\rx", "plain-name"):
+        AuditEvent.objects.create(action="node.changed", actor_name=name, object_type="nodes.node",
+                                  object_id=str(node.id), object_repr=name)
+    response = operator_client.get(reverse("audit:export_csv"), {"action": "node.changed"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode(), newline="")))
+    assert sorted(r["actor"] for r in rows) == sorted(
+        ["'-A1-A2", "'=HYPERLINK(\"http://x\")", "'+1", "'@SUM(A1)", "'\tx", "'\rx", "plain-name"])
+    assert all(r["object_repr"] == r["actor"] for r in rows)
+
+
 def test_only_admins_see_the_link_and_the_page(client, operator_client, django_user_model):
     assert 'id="nav-audit"' in operator_client.get(reverse("fleet:node_list")).content.decode()
     client.force_login(user_with_role(django_user_model, "op", "operator"))

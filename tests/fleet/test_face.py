@@ -32,7 +32,7 @@ def test_overview_groups_failing_nodes_by_layer_and_root_cause(operator_client):
     Node.objects.create(name="fresh", transport="local")
     overview = fleet_overview()
     assert overview["total"] == 5 and overview["failing_total"] == 3
-    assert overview["by_layer"] == [{"layer": "L1", "n": 2}, {"layer": "L4", "n": 1}]
+    assert overview["by_layer"] == [{"layer": "L1", "key": "L1", "n": 2}, {"layer": "L4", "key": "L4", "n": 1}]
     assert [(g["check"], g["n"]) for g in overview["by_cause"]] == [("driver.xid", 2), ("cuda.matmul", 1)]
     assert [(m["gpu_model"], m["n"], m["failing"]) for m in overview["by_model"]] == [
         ("NVIDIA H200", 4, 3), ("", 1, 0)]

@@ -46,7 +46,8 @@ def test_fleet_page_filters_counts_and_layer_cells(operator_client):
     page = operator_client.get(url).content.decode()
     counts = page[page.index('id="status-counts"'):page.index("</div>", page.index('id="status-counts"'))]
     tiles = re.findall(r'<span class="n">(\d+)</span><span class="what">([^<]+)</span>', counts)
-    assert tiles == [("3", "node(s)"), ("1", "Host key to accept"), ("1", "Passing"), ("1", "Failing")]
+    # "fresh" is this host (local): no host key to accept; the tile names its state as its table badge does
+    assert tiles == [("3", "node(s)"), ("1", "Not validated"), ("1", "Passing"), ("1", "Failing")]
     assert ('<span class="cell-box tone-fail" title="L1: fail" aria-hidden="true">✕</span>'
             '<span class="sr-only">L1 fail') in page
     assert re.search(r'<span class="root-cause-cell" title="[^"]*">L1 driver.xid</span>', page)  # the root cause

@@ -146,9 +146,13 @@ def test_a_deep_or_looping_children_chain_is_walked(tmp_path):
     lines += ["[g0:children]", "g%d" % depth]  # and a loop back to the start
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CommandError, match="line 2 \\(h1\\): 5001 labels: a node has at most 32"):  # walked to the end
+        run(inventory, "--format", "ansible")
+    lines[2 * 31 + 2:] = ["[g0:children]", "g31"]  # 32 groups, the loop kept: walked once each, every one a label
+    inventory.write_text("\n".join(lines) + "\n")
     run(inventory, "--format", "ansible")
     labels = Node.objects.get(name="h1").labels
-    assert len(labels) == depth + 1 and labels[:3] == ["g0", "g1", "g2"]
+    assert len(labels) == 32 and labels[:3] == ["g0", "g1", "g2"]
 
 
 def test_the_node_rule_applies_to_every_line(tmp_path):

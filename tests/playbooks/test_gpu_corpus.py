@@ -39,9 +39,9 @@ def test_every_text_comes_from_a_fault_script_with_its_command_and_versions():
     entries = _corpus()
     splits = {e["split"] for e in entries}
     assert {"dev-gpu", "holdout-gpu", "holdout-gpu-b", "repeat"} <= splits <= {
-        "dev-gpu", "holdout-gpu", "holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d", "repeat"}  # d once it has run
-    assert all(e["gathered_as"] in ("holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d") and e["repeat_of"]
-               for e in entries if e["split"] == "repeat")
+        "dev-gpu", "holdout-gpu", "holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d", "holdout-gpu-e", "repeat"}
+    assert all(e["gathered_as"] in ("holdout-gpu-b", "holdout-gpu-c", "holdout-gpu-d", "holdout-gpu-e")
+               and e["repeat_of"] for e in entries if e["split"] == "repeat")
     assert len({e["id"] for e in entries}) == len(entries)
     for entry in entries:
         name = entry["source"].split("::", 1)[1]
@@ -109,11 +109,15 @@ def test_the_gpu_holdouts_through_triage_log(tmp_path):
         assert top1 >= floor[0] and top3 >= floor[1] and wrong <= floor[2], split
 
 
-# (top-1, top-3, most confident wrong answers): no regression below the final code of issue 23 (2026-12-01). The
-# blind figures, measured once each, are in docs/benchmarks.md: these floors came after them.
+# (top-1, top-3, most confident wrong answers): no regression below the code of issue 32 (2026-12-01). The blind
+# figures, measured once each, are in docs/benchmarks.md: these floors came after them. Issue 32 lowered -b, -c, -d
+# and repeat: those floors were met only with rules that no development text and no source line supported (written
+# from held-out texts: tests/playbooks/test_provenance.py), so they were false; repeat also gained batch e's 23.
 DEV_FLOOR = (56, 56, 0)
-HOLDOUT_FLOOR = {"holdout-gpu": (41, 41, 0), "holdout-gpu-b": (15, 15, 0), "holdout-gpu-c": (26, 26, 0),
-                 "holdout-gpu-d": (45, 45, 0), "repeat": (56, 56, 0)}
+HOLDOUT_FLOOR = {"holdout-gpu": (41, 41, 0), "holdout-gpu-b": (14, 15, 1), "holdout-gpu-c": (24, 24, 1),
+                 "holdout-gpu-d": (43, 43, 1), "repeat": (74, 74, 2),
+                 # batch e's blind figure, measured once on 7c9dcd5 (2026-12-01 21:13 UTC), before any rule saw it
+                 "holdout-gpu-e": (21, 24, 2)}
 
 
 def test_batch_d_is_a_fourth_holdout_of_known_categories_and_its_advisories_count_log_warnings():

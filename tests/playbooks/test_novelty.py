@@ -14,7 +14,7 @@ def _entries():
 
 
 ORDER = ("holdout-a", "holdout-b", "holdout-c", "holdout-d", "holdout-gpu", "holdout-gpu-b",
-         "holdout-gpu-c", "holdout-gpu-d")  # as gathered, after the dev splits
+         "holdout-gpu-c", "holdout-gpu-d", "holdout-gpu-e")  # as gathered, after the dev splits
 
 
 def _gathered(entry):

@@ -62,6 +62,29 @@ def test_connections_terminated_twice_in_a_bulk_run_cost_no_report():
     assert figures["states"] == {"PASSED": 8} and figures["stored"] == 8 and figures["retries"] == 0, figures
 
 
+QUICK_REAPER = {"CUDAWEB_STALE_RUN_S": "20", "CUDAWEB_HEARTBEAT_S": "3", "CUDAWEB_REAP_EVERY_S": "2",
+                "CUDAWEB_PENDING_CHECK_S": "5"}
+
+
+def test_runs_a_worker_held_when_it_was_killed_twice_around_an_outage_are_queued_again():
+    """The server stops, the worker is killed, a second takes tasks whose claims wait on the database and is killed
+    too, the server and a third worker come back. Before, the runs the dead workers held stayed PENDING (Redis's
+    `unacked` set counted as queued) until the 3-day visibility timeout."""
+    figures = bulk_rounds("killed-twice", worker_env=QUICK_REAPER, nodes=8, concurrency=2, agent_s=2, fault_at_s=1,
+                          hold_s=5, outage_s=12, round_timeout_s=120)
+    assert figures["live"] == 0 and figures["lost"] == 0 and figures["states"] == {"PASSED": 8}, figures
+    assert figures["requeued"] > 0, figures  # the path was taken
+
+
+def test_an_outage_longer_than_the_silence_allowed_ends_no_live_run():
+    """Runs longer than the outage, the outage longer than CUDAWEB_STALE_RUN_S, the database back just before a
+    reaper pass (every 2 s). Before, every run was INTERRUPTED while its agent lived, its report deleted, and its
+    retry ran a second agent on the node."""
+    figures = bulk_rounds("outage", worker_env=QUICK_REAPER, nodes=4, concurrency=4, agent_s=40, fault_at_s=5,
+                          outage_s=25, round_timeout_s=150)
+    assert figures["states"] == {"PASSED": 4} and figures["retries"] == 0 and figures["stored"] == 4, figures
+
+
 def postgres_only():
     if connection.vendor != "postgresql":
         pytest.skip("ending the suite database's connections needs PostgreSQL; .ci/run's PostgreSQL pass runs it")

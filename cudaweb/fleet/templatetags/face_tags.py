@@ -6,6 +6,7 @@ from django import template
 from cudaweb.drift.catalog import METRICS
 from cudaweb.drift.figures import display_unit
 from cudaweb.fleet.selectors import RAN_MARK
+from cudaweb.nodes import states
 
 register = template.Library()
 
@@ -17,6 +18,8 @@ TONES = {
     "TIMED_OUT": "fail", "AGENT_ERROR": "fail", "DASHBOARD_ERROR": "fail", "INTERRUPTED": "fail",
     "RUNNING": "live", "PENDING": "live",
     "skip": "skip", "new": "skip", "ready": "skip", "ran": "ran",
+    # the loop's states (cudaweb.health.machine)
+    "suspect": "warn", "remediating": "live", "revalidating": "live", "rma": "fail",
 }
 
 
@@ -28,13 +31,16 @@ def tone(status):
 
 @register.filter
 def node_state(node):
-    """(label, tone, title) of a node's status badge. A node no run has judged says so, whatever its status
-    field: "Ready" only means its host key was accepted, not that it was ever validated."""
-    if node.status in ("new", "ready") and not node.last_run_id:
-        why = "host key accepted; no validation has run yet" if node.status == "ready" or node.is_local \
-            else "host key not accepted yet"
-        return "Not validated", "skip", why
-    return node.get_status_display(), tone(node.status), ""
+    """(label, tone, title) of a node's state badge, in the one vocabulary (cudaweb.nodes.states)."""
+    state = states.node_state(node)
+    return state.label, state.tone, state.description
+
+
+@register.filter
+def state_tone(key):
+    """The tone of a node state's key (a fleet tile)."""
+    state = states.STATES.get(key)
+    return state.tone if state else "none"
 
 
 @register.filter

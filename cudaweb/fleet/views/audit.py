@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from cudaweb.accounts.models import AuditEvent
 from cudaweb.accounts.selectors import EXPORT_FIELDS, audit_event_export, audit_events, audit_object_types
+from cudaweb.accounts.spreadsheet import inert_cell
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import AuditFilterForm
 
@@ -54,7 +55,7 @@ def audit_export_csv(request):
         for event in events.iterator(chunk_size=2000):
             data = audit_event_export(event)
             data["detail"] = json.dumps(data["detail"], sort_keys=True)
-            yield writer.writerow([data[field] for field in EXPORT_FIELDS])
+            yield writer.writerow([inert_cell(data[field]) for field in EXPORT_FIELDS])
 
     response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = _filename("csv")

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from cudaweb.fleet import selectors
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import BulkValidateForm, FleetFilterForm
+from cudaweb.health import selectors as health_selectors
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
@@ -23,9 +24,13 @@ def node_list(request):
     context = selectors.fleet_page(**{k: v for k, v in filters.items() if v}, page=request.GET.get("page", 1))
     query = request.GET.copy()
     query.pop("page", None)
+    query.pop("fragment", None)
     context.update(filter_form=form, bulk_form=BulkValidateForm(), query=query.urlencode(),
-                   overview=selectors.fleet_overview())
-    return render(request, "fleet/node_list.html", context)
+                   overview=selectors.fleet_overview(), loop=health_selectors.fleet_loop())
+    # The page refreshes itself (live.js): the overview and the table's rows, each a fragment of this same URL.
+    fragment = {"overview": "fleet/_fleet_overview.html", "rows": "fleet/_fleet_rows.html"}.get(
+        request.GET.get("fragment", ""))
+    return render(request, fragment or "fleet/node_list.html", context)
 
 
 @guarded

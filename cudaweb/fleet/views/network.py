@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NetworkTestForm
 from cudaweb.fleet.selectors import network_page
+from cudaweb.network.collective import GLOO_LINE_SHARE
 from cudaweb.network.models import NetworkTest
 from cudaweb.network.services import network_test_request
 from cudaweb.nodes.selectors import nodes_with_label
@@ -44,4 +45,5 @@ def network_detail(request, test_id):
     """A test's heatmap and pairs; ?fragment=1 is the live part, polled while the test runs."""
     test = get_object_or_404(NetworkTest, id=test_id)
     template = "network/_live.html" if request.GET.get("fragment") else "network/detail.html"
-    return render(request, template, dict(network_page(test=test), collectives=list(test.collectives.all())))
+    return render(request, template, dict(network_page(test=test), collectives=list(test.collectives.all()),
+                                          gloo_line_share_pct=100 * GLOO_LINE_SHARE))

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_POST
 from cudaweb.drift import selectors as drift_selectors
 from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.access import guarded
-from cudaweb.fleet.forms import NodeForm, ValidateForm
+from cudaweb.fleet.forms import NodeEditForm, NodeForm, ValidateForm
+from cudaweb.health import selectors as health_selectors
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -54,6 +55,24 @@ def node_add(request):
 
 
 @guarded
+def node_edit(request, node_id):
+    """An admin changes an SSH node's address, port, user, Python or labels; a new address drops the host key."""
+    node = get_object_or_404(Node, id=node_id, transport=Node.Transport.SSH)
+    initial = {"address": node.address, "port": node.port, "username": node.username,
+               "python_path": node.python_path, "labels": ", ".join(node.labels or [])}
+    form = NodeEditForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        node, changes = node_services.node_edit(node=node, changed_by=request.user, **form.cleaned_data)
+        if "address" in changes or "port" in changes:
+            messages.warning(request, "Address changed: the host key was dropped. Fetch the new one and compare its "
+                                      "fingerprint before accepting it; no run reaches the node until then.")
+        else:
+            messages.info(request, "Saved." if changes else "Nothing changed.")
+        return redirect(node)
+    return render(request, "fleet/node_edit.html", {"node": node, "form": form})
+
+
+@guarded
 def node_detail(request, node_id):
     node = get_object_or_404(Node.objects.select_related("baseline", "last_run"), id=node_id)
     host_key = HostKey.objects.filter(node=node).select_related("accepted_by").first()
@@ -65,6 +84,7 @@ def node_detail(request, node_id):
         "records": node.acceptance_records.select_related("decided_by")[:10],
         "flaky": node_flakiness(node),
         "root_cause": run_root_cause(run=node.last_run),
+        "loop": health_selectors.node_timeline(node),
     })
 
 
@@ -77,8 +97,8 @@ def host_key_fetch(request, node_id):
     except connect.QueueDown as exc:
         messages.error(request, "%s. Nothing was asked; try again once Redis is back." % exc)
         return _back(request, node)
-    messages.info(request, "A worker is reading the host key of %s:%d; this page shows it when it arrives." % (
-        node.address, node.port))
+    # No flash message: the page says a worker is reading the key where the key will be, and that sentence gives
+    # way to the key or to why it could not be read (a flash would stay above the error, saying it is still read).
     return _back(request, node)
 
 

@@ -35,6 +35,9 @@ def known_hosts_name(address, port):
     return address if port == 22 else "[%s]:%d" % (address, port)
 
 
+PUBLIC_KEY_STARTS = ("ssh-", "ecdsa-sha2-", "sk-ssh-", "sk-ecdsa-", "---- BEGIN SSH2 PUBLIC KEY")
+
+
 def load_private_key(text):
     """Parse a private key of any type paramiko supports (Ed25519, ECDSA, RSA)."""
     import io
@@ -44,7 +47,10 @@ def load_private_key(text):
             return cls.from_private_key(io.StringIO(text))
         except (paramiko.SSHException, ValueError):
             continue
-    raise AuthFailed("the stored private key is not a readable Ed25519, ECDSA or RSA key")
+    if text.lstrip().startswith(PUBLIC_KEY_STARTS):  # the .pub file beside the key: an easy slip
+        raise AuthFailed("this is a public key (the .pub file); give the private key (the file of the same name "
+                         "without .pub)")
+    raise AuthFailed("the private key is not a readable Ed25519, ECDSA or RSA private key")
 
 
 def fetch_host_key(address, port, timeout):

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from django.conf import settings
@@ -41,6 +42,20 @@ def _stop(popen, timeout=10):
     popen.wait()
 
 
+def web_command(port):
+    """The web server of make run. No --insecure: runserver would then serve static files itself, past every
+    middleware (no Content-Security-Policy, no nosniff); WhiteNoise serves them instead (settings)."""
+    return [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload"]
+
+
+def _forward(stream, stopping):
+    """Copy a child's stderr to ours, line by line, until `stopping` is set (then read and drop the rest)."""
+    for line in iter(stream.readline, b""):
+        if not stopping.is_set():
+            sys.stderr.buffer.write(line)
+            sys.stderr.buffer.flush()
+
+
 def _env_port():
     text = os.environ.get("CUDAWEB_PORT", "8000")
     if not text.isdigit():
@@ -48,10 +63,11 @@ def _env_port():
     return int(text)
 
 
-def _port_free_or_exit(port):
-    """Exit 2 naming the reason when 127.0.0.1:`port` cannot be ours (taken, or not a port)."""
+def _port_free_or_exit(port, given_as):
+    """Exit 2 naming the reason when 127.0.0.1:`port` cannot be ours (taken, or not a port); `given_as` is how the
+    user gave it (--port 70000, CUDAWEB_PORT=70000), so the message names what they typed."""
     if not 0 < port < 65536:
-        raise InputError("--port %d is not a TCP port (1-65535)" % port)
+        raise InputError("%s is not a TCP port (1-65535)" % given_as)
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         probe.bind(("127.0.0.1", port))
@@ -71,15 +87,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         port = options["port"] if options["port"] is not None else _env_port()
-        _port_free_or_exit(port)  # before anything starts: another server there would answer for us
+        _port_free_or_exit(port, "--port %d" % port if options["port"] is not None else "CUDAWEB_PORT=%d" % port)  # before anything starts: another server there would answer for us
         self.children = {}
+        self.stopping = threading.Event()
         try:
             env = self._start(port)
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
             self._supervise(env)
         except KeyboardInterrupt:
-            self.stdout.write("\nstopping")
+            self.stdout.write("\n" + self._interrupted_line())
         finally:
+            self.stopping.set()  # the worker's shutdown noise (a pool process lost mid-run) is not shown
             for name in ("web", "worker", "redis"):
                 if name in self.children:
                     _stop(self.children[name])
@@ -106,12 +124,30 @@ class Command(BaseCommand):
             self.stderr.write("the worker stopped (exit %s); starting it again" % worker.returncode)
             self.children["worker"] = self._worker(env)
 
+    def _interrupted_line(self):
+        """One line for Ctrl-C: what was in flight, and what becomes of it (instead of the worker's traceback)."""
+        from cudaweb.validation.models import ValidationRun
+
+        try:
+            live = list(ValidationRun.objects.filter(status__in=ValidationRun.LIVE).select_related("node")
+                        .order_by("created")[:5])
+        except Exception:  # the database is what stops with us: say only that we stop
+            live = []
+        if not live:
+            return "stopping"
+        return "stopping; interrupted: %s. They are ended as INTERRUPTED and tried once more when make run starts " \
+               "again" % ", ".join("%s (run %s, %s)" % (r.node.name, str(r.id)[:8], r.status) for r in live)
+
     def _worker(self, env):
         # -B: beat inside the worker (one process on one machine), so scheduled revalidation runs under make run
-        # too; its own session, so that stopping it stops its pool and beat.
-        return subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
-                                 "--concurrency", "2", "--schedule", str(local_state.VAR_DIR / "celerybeat-schedule")],
-                                env=env, cwd=settings.BASE_DIR, start_new_session=True)
+        # too; its own session, so that stopping it stops its pool and beat. Its log goes through us, so that once
+        # we stop it (Ctrl-C) a pool process lost mid-run does not print a 40-line WorkerLostError.
+        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
+                                   "--concurrency", "2", "--schedule",
+                                   str(local_state.VAR_DIR / "celerybeat-schedule")],
+                                  env=env, cwd=settings.BASE_DIR, start_new_session=True, stderr=subprocess.PIPE)
+        threading.Thread(target=_forward, args=(worker.stderr, self.stopping), daemon=True).start()
+        return worker
 
     def _start(self, port):
         env = dict(os.environ)
@@ -130,8 +166,7 @@ class Command(BaseCommand):
         node_register_local(python_path=sys.executable)
         self.children["worker"] = self._worker(env)
         self.children["web"] = subprocess.Popen(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload",
-             "--insecure"], env=env, start_new_session=True)
+            web_command(port), env=env, start_new_session=True)
         if not wait_for_port(port, timeout=30) or self.children["web"].poll() is not None:
             raise SystemExit("the web server did not start on port %d" % port)
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))

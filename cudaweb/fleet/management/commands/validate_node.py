@@ -7,8 +7,9 @@ import os
 import time
 
 from django.core.management.base import BaseCommand
+from django.db.models import Q
 
-from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError
+from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError, dashboard_or_exit
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.root_cause import run_root_cause
@@ -38,7 +39,9 @@ class Command(BaseCommand):
                             "testsuite per layer, one testcase per check)")
 
     def _nodes(self, options):
-        if bool(options["nodes"]) == bool(options["label"]):
+        if not options["nodes"] and not options["label"]:
+            raise InputError("which nodes? name them (validate_node NAME...) or give --label LABEL")
+        if options["nodes"] and options["label"]:
             raise InputError("name nodes or give --label, not both")
         if options["label"]:
             nodes = list(nodes_with_label(options["label"]).order_by("name"))
@@ -52,11 +55,24 @@ class Command(BaseCommand):
         return [found[name] for name in dict.fromkeys(options["nodes"])]
 
     def handle(self, *args, **options):
+        try:
+            return self._handle(options)
+        except dbretry.RETRYABLE as exc:  # before any run was queued, or while reading the last states: no verdict
+            raise InputError("the database does not answer (%s); no verdict" % str(exc).strip()[:300],
+                             returncode=EXIT_INCOMPLETE)
+
+    def _handle(self, options):
         if options["junit"] and not options["wait"]:
             raise InputError("--junit needs --wait (the file is written once the runs have ended)")
         if options["junit"] and not os.access(os.path.dirname(os.path.abspath(options["junit"])), os.W_OK):
             raise InputError("cannot write %s: its directory is missing or not writable" % options["junit"])
         nodes = self._nodes(options)
+        dashboard_or_exit(self.stderr)
+        unready = [node.name for node in nodes if not node.can_validate]
+        if unready:  # the page's and the API's rule (409 there): no run is created for a node we may not reach
+            raise InputError("accept the host key of %s before validating %s (node page: Fetch host key, then "
+                             "Accept); nothing was queued" % (", ".join(unready), "it" if len(unready) == 1 else
+                                                             "them"))
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
             raise InputError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))
@@ -65,30 +81,17 @@ class Command(BaseCommand):
             try:
                 runs.append(run_request(node=node, mode=options["mode"], burnin_seconds=options["burnin_seconds"]))
             except BrokerUnavailable as exc:
-                raise InputError("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
-                    str(r.id) for r in runs)), returncode=EXIT_INCOMPLETE)
+                # Not an input error (CommandError would print "InputError:" before it): the message alone, exit 3.
+                self.stderr.write("%s; %s" % (exc, "nothing was queued" if not runs else "queued: %s" % ", ".join(
+                    str(r.id) for r in runs)))
+                raise SystemExit(EXIT_INCOMPLETE)
         if not options["wait"]:
             for run in runs:
                 self.stdout.write(str(run.id))
             return
-        deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
-        ids = [run.id for run in runs]
-        database_away = False
-        while time.monotonic() < deadline:
-            try:
-                if not ValidationRun.objects.filter(id__in=ids, status__in=ValidationRun.LIVE).exists():
-                    break
-            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
-                if not database_away:
-                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
-                database_away = True
-                dbretry.connection_drop()
-                time.sleep(2)
-                continue
-            time.sleep(POLL_S)
-        for run in runs:
-            dbretry.retrying(run.refresh_from_db, what="state of run %s" % run.id)
-        results = [{"node": run.node.name, "run": str(run.id), "status": run.status,
+        runs = self._wait(runs)
+        results = [{"node": run.node.name, "run": str(run.id), "retry_of": str(run.retry_of_id or "") or None,
+                    "status": run.status,
                     "reason": run.reason if not run.is_live else "still %s when the wait ended; is a worker "
                     "running?" % run.status, "root_cause": run_root_cause(run=run), "report": run.report}
                    for run in runs]
@@ -111,3 +114,34 @@ class Command(BaseCommand):
         if any(run.is_live for run in runs) or any(s not in ValidationRun.VERDICT_STATUSES for s in statuses):
             raise SystemExit(EXIT_INCOMPLETE)
         raise SystemExit(EXIT_PASS if all(s == ValidationRun.Status.PASSED for s in statuses) else EXIT_FINDINGS)
+
+    def _wait(self, runs):
+        """Follow each run to its real end and answer the runs it ended as: an INTERRUPTED run's retry is followed
+        (its budget added to the wait), and a DASHBOARD_ERROR whose report a reaper is to store once the database
+        takes it (report_unstored) is waited on. Rides over the database going away."""
+        following = [run.id for run in runs]
+        deadline = time.monotonic() + max(task_budget_s(run) for run in runs) + GRACE_S
+        database_away = False
+        while time.monotonic() < deadline:
+            try:
+                if ValidationRun.objects.filter(id__in=following).filter(
+                        Q(status__in=ValidationRun.LIVE) | Q(status=ValidationRun.Status.DASHBOARD_ERROR,
+                                                             report_unstored=True)).exists():
+                    time.sleep(POLL_S)
+                    continue
+                retried = dict(ValidationRun.objects.filter(retry_of_id__in=following).values_list("retry_of_id", "id"))
+            except dbretry.RETRYABLE as exc:  # the database restarting: wait on a new connection, keep the runs
+                if not database_away:
+                    self.stderr.write("the database does not answer (%s); still waiting" % str(exc).strip()[:200])
+                database_away = True
+                dbretry.connection_drop()
+                time.sleep(2)
+                continue
+            if not retried:
+                break
+            following = [retried.get(run_id, run_id) for run_id in following]
+            for retry in dbretry.retrying(lambda: list(ValidationRun.objects.select_related("node").filter(
+                    id__in=list(retried.values())))):
+                deadline = max(deadline, time.monotonic() + task_budget_s(retry) + GRACE_S)
+        return dbretry.retrying(lambda: [ValidationRun.objects.select_related("node").get(id=run_id)
+                                         for run_id in following], what="state of the runs")

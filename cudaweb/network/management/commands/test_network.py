@@ -5,6 +5,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from cudaweb.cli import dashboard_or_exit
 from cudaweb.network.models import NetworkTest
 from cudaweb.network.selectors import network_test_export
 from cudaweb.network.services import network_test_request
@@ -47,8 +48,10 @@ class Command(BaseCommand):
         return usable
 
     def handle(self, *args, **options):
+        nodes = self._nodes(options)
+        dashboard_or_exit(self.stderr, EXIT_INCOMPLETE)
         try:
-            test = network_test_request(nodes=self._nodes(options), plan=options["plan"])
+            test = network_test_request(nodes=nodes, plan=options["plan"])
         except BrokerUnavailable as exc:
             raise CommandError("%s; nothing was queued" % exc, returncode=EXIT_INCOMPLETE)
         if not options["wait"]:

@@ -48,5 +48,5 @@ class Command(BaseCommand):
                     self.stdout.write("        | %s" % line)
             if result["facts"]:
                 self.stdout.write("  facts: %s" % ", ".join("%s=%s" % kv for kv in sorted(result["facts"].items())))
-            for kind in result["oom_kinds"][:3]:
+            for kind in [k for k in result["oom_kinds"] if k["shown"]][:3]:
                 self.stdout.write("  OOM kind %s: %s" % (kind["kind"], kind["reason"]))

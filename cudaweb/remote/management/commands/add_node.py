@@ -33,12 +33,12 @@ class Command(BaseCommand):
                             "each validation (the node must have DCGM: dcgmi and nv-hostengine)")
 
     def handle(self, *args, **options):
-        labels = [label.strip() for label in options["labels"].split(",") if label.strip()]
         devices = options["visible_devices"].strip()
         if not re.fullmatch(r"[A-Za-z0-9,:-]*", devices):
             raise InputError("--visible-devices takes GPU indexes or UUIDs, comma separated")
         try:  # the node rule of the add-node page (cudaweb.nodes.validators)
             validators.name_check(options["name"])
+            labels = validators.labels_clean(options["labels"].split(","))
             if options["transport"] == "ssh":
                 missing = [flag for flag in ("address", "user", "key_file") if not options[flag]]
                 if missing:
@@ -48,7 +48,8 @@ class Command(BaseCommand):
                     name=options["name"], address=options["address"], port=options["port"],
                     username=options["user"])["address"]
         except validators.NodeFieldError as exc:
-            shown = {"name": "NAME", "username": "--user", "port": "--port", "address": "--address"}[exc.field]
+            shown = {"name": "NAME", "username": "--user", "port": "--port", "address": "--address",
+                     "labels": "--labels"}[exc.field]
             raise InputError("%s: %s" % (shown, exc)) from None
         if Node.objects.filter(name=options["name"]).exists():
             raise InputError("a node named %r exists" % options["name"])

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('validation', '0007_run_created_idx'),
+        ('validation', '0008_run_report_unstored'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('nodes', '0006_fabric_expectation'),
-        ('validation', '0008_run_dashboard_timing'),
+        ('validation', '0009_run_dashboard_timing'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

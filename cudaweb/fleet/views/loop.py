@@ -1,0 +1,48 @@
+"""The loop on the pages: an operator's word on a node (healthy, RMA, a rung), an admin closing the circuit breaker,
+an rma bundle's download. What the pages show is read by cudaweb.health.selectors."""
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST, require_safe
+
+from cudaweb.fleet.access import guarded
+from cudaweb.health import machine, services
+from cudaweb.health.models import RmaBundle
+from cudaweb.nodes.models import Node
+
+
+@guarded
+@require_POST
+def node_loop_decide(request, node_id):
+    node = get_object_or_404(Node, id=node_id)
+    verdict, action = request.POST.get("verdict", ""), request.POST.get("action", "")
+    if verdict == "remediate" and action not in machine.RUNGS:
+        messages.error(request, "Choose a rung: %s." % ", ".join(machine.RUNGS))
+        return redirect(node)
+    try:
+        transition = services.operator_decide(node=node, user=request.user, verdict=verdict, action=action,
+                                              reason=request.POST.get("reason", "")[:400])
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect(node)
+    messages.info(request, "%s is %s: %s" % (node.name, transition.to_state, transition.why))
+    return redirect(node)
+
+
+@guarded
+@require_POST
+def breaker_close(request):
+    looked_again = services.breaker_close(user=request.user)
+    messages.info(request, "The circuit breaker is closed; %d node(s) it held were looked at again (the limits "
+                           "still hold)." % looked_again)
+    return redirect("fleet:node_list")
+
+
+@guarded
+@require_safe
+def rma_bundle(request, bundle_id):
+    bundle = get_object_or_404(RmaBundle, id=bundle_id)
+    response = HttpResponse(bytes(bundle.data), content_type="application/zip")
+    response["Content-Disposition"] = 'attachment; filename="%s"' % bundle.name
+    return response

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class HealthConfig(AppConfig):
+    name = "cudaweb.health"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # The loop hears how a re-validation it asked for ended through validation's signal (no import goes down
+        # to up: validation never imports health).
+        from cudaweb.health import remediation
+        from cudaweb.validation.signals import run_finished
+
+        run_finished.connect(remediation.on_run_finished, dispatch_uid="health.run_finished")

@@ -1,0 +1,228 @@
+"""Writes of the loop: a stimulus applied to a node (the machine decides, one conditional UPDATE applies), the
+circuit breaker, and an operator's decisions. Every transition goes to Transition and to the audit log."""
+
+import logging
+from dataclasses import replace
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cudaweb.accounts import audit
+from cudaweb.health import machine
+from cudaweb.health.models import Breaker, LoopAction, NodeLoop, Transition
+from cudaweb.health.policy import policy_of
+from cudaweb.health.signals import node_sent_to_rma
+from cudaweb.hooks import services as hooks
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.selectors import nodes_with_label
+
+log = logging.getLogger(__name__)
+LOOP = "loop"
+
+
+def loop_of(node):
+    row, _ = NodeLoop.objects.get_or_create(node=node)
+    return row
+
+
+def _repeats(node, cause, days, now):
+    """Remediations of `cause` on `node` that ended ready within the window."""
+    if not cause:
+        return 0
+    return Transition.objects.filter(node=node, shadow=False, from_state=machine.REVALIDATING, to_state=machine.READY,
+                                     root_cause=cause, at__gte=now - timedelta(days=days)).count()
+
+
+# ---------------------------------------------------------------------------------------------------- the breaker
+
+def breaker_row(lock=False):
+    rows = Breaker.objects.select_for_update() if lock else Breaker.objects
+    row = rows.filter(id=1).first()
+    if row is None:
+        Breaker.objects.get_or_create(id=1)
+        row = rows.get(id=1)
+    return row
+
+
+def _held_nodes(now):
+    """Nodes drained by the loop now, or quarantined by it within the window: what the breaker counts."""
+    window = now - timedelta(seconds=settings.CUDAWEB_BREAKER_WINDOW_S)
+    held = set(NodeLoop.objects.filter(state__in=machine.DRAINED).values_list("node_id", flat=True))
+    held |= set(Transition.objects.filter(shadow=False, to_state=machine.QUARANTINED, at__gte=window)
+                .values_list("node_id", flat=True))
+    return held
+
+
+def breaker_verdict(node, now):
+    """(allows, why not): whether draining `node` keeps the fleet within the limits. Call inside the transaction
+    that holds the breaker's row lock (breaker_row(lock=True))."""
+    held = _held_nodes(now) - {node.id}
+    limit = settings.CUDAWEB_BREAKER_MAX_NODES
+    if len(held) + 1 > limit:
+        return False, "%d nodes are quarantined or remediating within %d s; the limit is %d " \
+            "(CUDAWEB_BREAKER_MAX_NODES)" % (len(held), settings.CUDAWEB_BREAKER_WINDOW_S, limit)
+    labels_of = dict(Node.objects.filter(id__in=held).values_list("id", "labels"))
+    pct = settings.CUDAWEB_BREAKER_MAX_PCT
+    for label in sorted(set(node.labels or ())):
+        total = nodes_with_label(label).count()
+        in_label = sum(1 for labels in labels_of.values() if label in (labels or ()))
+        allowed = max(1, total * pct // 100)
+        if in_label + 1 > allowed:
+            return False, "%d of the %d nodes labelled %s are quarantined or remediating; the limit is %d%% (%d)" % (
+                in_label, total, label, pct, allowed)
+    return True, ""
+
+
+def _breaker_trip(breaker, why, node, now):
+    if breaker.is_open:
+        return
+    Breaker.objects.filter(id=1).update(is_open=True, reason=why[:500], opened_at=now, closed_by="", closed_at=None)
+    audit.record("loop.breaker_opened", obj=node, reason=why)
+    hooks.loop_webhook(event="breaker_open", node=node, headline="opened the circuit breaker",
+                       cause="%s; %s waits. An admin closes it on the fleet page" % (why, node.name))
+
+
+def breaker_close(*, user):
+    """An admin closes the breaker; the nodes it held are looked at again (the limits still hold: the next one
+    over them opens it again)."""
+    with transaction.atomic():
+        breaker = breaker_row(lock=True)
+        if not breaker.is_open:
+            return 0
+        Breaker.objects.filter(id=1).update(is_open=False, closed_by=user.get_username(), closed_at=timezone.now())
+        audit.record("loop.breaker_closed", actor=user, reason=breaker.reason)
+    waiting = list(NodeLoop.objects.filter(state=machine.SUSPECT).exclude(waiting="").select_related("node"))
+    for row in waiting:
+        apply(row.node, machine.Stimulus(machine.LOOK))
+    return len(waiting)
+
+
+# ---------------------------------------------------------------------------------------------- one stimulus
+
+def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None):
+    """Apply `stimulus` to `node` under its policy. Returns the Transition made, or None (nothing changes, the
+    breaker holds the node, or another worker moved it first). Policy off: nothing moves; record: the shadow state
+    moves and nothing is done (no drain, no rung)."""
+    now = now or timezone.now()
+    policy = policy_of(node)
+    operator = by != LOOP
+    if policy.mode == "off" and not operator:
+        return None
+    shadow = policy.mode == "record" and not operator
+    with transaction.atomic():
+        row = NodeLoop.objects.select_for_update().filter(node=node).first() or _created_locked(node)
+        state = row.shadow_state if shadow else row.state
+        cause = row.shadow_root_cause if shadow else row.root_cause
+        loop = machine.Loop(state=state, root_cause=cause, rung=row.rung, action="" if shadow else row.action,
+                            ladder=policy.ladder, auto=policy.auto, repeat_limit=policy.repeat_limit,
+                            repeats=_repeats(node, cause, policy.repeat_window_days, now))
+        breaker = None
+        if state == machine.SUSPECT and not shadow:
+            breaker = breaker_row(lock=True)  # the lock serialises every decision that may drain a node
+            allows, why_not = (False, breaker.reason) if breaker.is_open else breaker_verdict(node, now)
+            loop = replace(loop, breaker_allows=allows)
+        decision = machine.step(loop, stimulus)
+        if decision.to is None:
+            if decision.waiting and breaker is not None:
+                _breaker_trip(breaker, why_not, node, now)
+                NodeLoop.objects.filter(node=node).update(waiting=("breaker open: %s" % why_not)[:300])
+            return None
+        return _transition(node, row, decision, shadow=shadow, by=by, actor=actor, event=event, run=run, now=now,
+                           from_state=state)
+
+
+def _created_locked(node):
+    NodeLoop.objects.get_or_create(node=node)
+    return NodeLoop.objects.select_for_update().get(node=node)
+
+
+def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from_state):
+    new = decision.loop
+    if shadow:
+        version = row.shadow_version + 1
+        moved = NodeLoop.objects.filter(node=node, shadow_version=row.shadow_version).update(
+            shadow_state=new.state, shadow_root_cause=new.root_cause, shadow_version=version)
+    else:
+        version = row.version + 1
+        moved = NodeLoop.objects.filter(node=node, version=row.version).update(
+            state=new.state, root_cause=new.root_cause, rung=new.rung, action=new.action, version=version,
+            since=now, waiting="")
+    if not moved:
+        return None  # another decision took this version first: it is the one that counts
+    effects = list(decision.effects) + ([decision.action] if decision.action else [])
+    transition = Transition.objects.create(
+        node=node, version=version, shadow=shadow, from_state=from_state, to_state=new.state, by=by, actor=actor,
+        why=decision.why[:500], event=event, run=run, effects=effects,
+        root_cause=new.root_cause or (row.shadow_root_cause if shadow else row.root_cause),
+        at=now)
+    audit.record("loop.shadow_transition" if shadow else "loop.transition", actor=actor, obj=node,
+                 from_state=from_state, to_state=new.state, why=decision.why, by=by, effects=effects,
+                 event=event.id if event else None, run=str(run.id) if run else None)
+    if shadow:
+        return transition
+    cause = "%s: %s" % (new.root_cause or row.root_cause or "operator", decision.why)
+    if machine.DRAIN in decision.effects:
+        Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
+        hooks.node_drain(node=node, cause=cause)
+    if machine.RESUME in decision.effects:
+        Node.objects.filter(id=node.id).update(status=Node.Status.READY)
+        hooks.node_resume(node=node)
+    if new.state in machine.DRAINED and machine.DRAIN not in decision.effects:
+        Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
+    if machine.BUNDLE in decision.effects:
+        transaction.on_commit(lambda: node_sent_to_rma.send(sender=NodeLoop, node_id=node.id,
+                                                            transition_id=transition.id), robust=True)
+    if decision.action:
+        from cudaweb.health.remediation import action_start
+
+        action_start(node=node, kind=decision.action, key="%s:%d" % (node.id, version), by=by,
+                     gpu_uuid=_gpu_of(node, new.root_cause or row.root_cause), now=now)
+    if new.state != from_state:
+        hooks.loop_webhook(event="node_state", node=node, headline="is %s (was %s)" % (new.state, from_state),
+                           cause=cause)
+    if new.state == machine.QUARANTINED and from_state == machine.SUSPECT:
+        transaction.on_commit(lambda: apply(node, machine.Stimulus(machine.ADVANCE)), robust=True)
+    return transition
+
+
+def _gpu_of(node, cause):
+    """The GPU a rung acts on: the newest open hardware event of the root cause that names one."""
+    from cudaweb.health.models import HealthEvent
+
+    return (HealthEvent.objects.filter(node=node, signature=cause).exclude(gpu_uuid="").order_by("-last_seen")
+            .values_list("gpu_uuid", flat=True).first() or "")
+
+
+# ------------------------------------------------------------------------------------------- operators' words
+
+def operator_decide(*, node, user, verdict, reason, action=""):
+    """An operator marks a node healthy, sends it to RMA, or takes a rung (verdict "remediate", `action`), with a
+    reason. Raises ValueError for a reason left empty or a rung the machine cannot take now."""
+    reason = " ".join((reason or "").split())
+    if not reason:
+        raise ValueError("say why (the reason goes to the audit log and the node's timeline)")
+    kinds = {"healthy": machine.MARK_HEALTHY, "rma": machine.SEND_RMA, "remediate": machine.REMEDIATE}
+    if verdict not in kinds:
+        raise ValueError("unknown decision %r" % verdict)
+    transition = apply(node, machine.Stimulus(kinds[verdict], action=action), by=user.get_username(), actor=user)
+    if transition is None:
+        raise ValueError("nothing to do: the node is %s" % loop_of(node).state)
+    Transition.objects.filter(id=transition.id).update(why=("%s: %s" % (transition.why, reason))[:500])
+    return transition
+
+
+def action_live(node):
+    return LoopAction.objects.filter(node=node, status__in=LoopAction.LIVE).first()
+
+
+def bundle_attach(*, transition, name, data):
+    """Keep the rma bundle of `transition` (made by cudaweb.fleet.evidence); a second one for it is not kept."""
+    import hashlib
+
+    from cudaweb.health.models import RmaBundle
+
+    bundle, _ = RmaBundle.objects.get_or_create(transition=transition, defaults={
+        "name": name, "data": data, "sha256": hashlib.sha256(data).hexdigest(), "made": timezone.now()})
+    return bundle

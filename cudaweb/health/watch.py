@@ -1,0 +1,155 @@
+"""The watch's cadence and its sessions: which nodes are due (claimed by one conditional UPDATE each, so two beat
+ticks or two workers never look at one node twice for one slot), and one SSH session kept per node in each worker
+process (keepalive), reused look after look instead of one connection a poll."""
+
+import json
+import logging
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from cudaweb.health.ingest import ReportRefused, report_ingest
+from cudaweb.health.models import LoopPolicy, NodeLoop
+from cudaweb.health.policy import policy_of
+from cudaweb.nodes.models import Node
+from cudaweb.remote import bundle
+from cudaweb.remote.connect import transport_for
+from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.reports import parse_report
+
+log = logging.getLogger(__name__)
+WATCH_ARGS = ["--mode", "watch", "--json"]
+
+
+class Sessions:
+    """Connected transports of this worker process, by node, with the agent already on the host. A session is
+    keyed by what it was opened with (address, port, user, credential, accepted host key): a change opens a new
+    one. An error closes it; the next look connects again."""
+
+    def __init__(self, opener=transport_for):
+        self.opener = opener
+        self.open = {}  # node id -> (key, transport, agent path, last used)
+        self.connects = 0
+
+    @staticmethod
+    def _key(node):
+        host_key = getattr(node, "host_key", None)
+        return (node.address, node.port, node.username, node.credential_id, node.transport,
+                host_key.key_base64 if host_key is not None and host_key.accepted_at else None)
+
+    def get(self, node):
+        key = self._key(node)
+        held = self.open.get(node.id)
+        if held and held[0] == key and self._alive(held[1]):
+            self.open[node.id] = held[:3] + (time.monotonic(),)
+            return held[1], held[2]
+        self.drop(node.id)
+        transport = self.opener(node, purpose="watch")
+        transport.connect() if hasattr(transport, "connect") else None
+        client = getattr(transport, "client", None)
+        if client is not None and settings.CUDAWEB_WATCH_KEEPALIVE_S:
+            client.get_transport().set_keepalive(settings.CUDAWEB_WATCH_KEEPALIVE_S)
+        payload, digest = bundle.build()
+        agent_path = transport.upload_agent(payload, digest)
+        self.connects += 1
+        self.open[node.id] = (key, transport, agent_path, time.monotonic())
+        return transport, agent_path
+
+    @staticmethod
+    def _alive(transport):
+        """An SSH session whose connection is gone (the host rebooted, the keepalive found no answer) is opened
+        again before the look, not failed by it."""
+        client = getattr(transport, "client", None)
+        if client is None:
+            return not hasattr(transport, "client")  # a local transport has no connection to lose
+        connection = client.get_transport()
+        return connection is not None and connection.is_active()
+
+    def drop(self, node_id):
+        held = self.open.pop(node_id, None)
+        if held:
+            try:
+                held[1].close()
+            except Exception:  # closing a dead session: nothing more to free
+                pass
+
+    def reap(self, idle_s):
+        cutoff = time.monotonic() - idle_s
+        for node_id in [n for n, held in self.open.items() if held[3] < cutoff]:
+            self.drop(node_id)
+
+
+SESSIONS = Sessions()
+
+
+def nodes_due(now=None, limit=2000):
+    """Claim the nodes whose look is due: each claimed row's next_watch_at moves one interval on from when it was
+    due (so the cadence does not drift with the queue), or from now for a node more than an interval late. The due
+    rows are locked (SKIP LOCKED: a second tick at once claims others) and moved by a few UPDATEs, one per interval
+    and kind, not one per node. Returns [(node id, due at)]."""
+    now = now or timezone.now()
+    for node_id in Node.objects.filter(loop__isnull=True).values_list("id", flat=True)[:limit]:
+        NodeLoop.objects.get_or_create(node_id=node_id, defaults={"next_watch_at": now})
+    policies = list(LoopPolicy.objects.all())
+    reachable = Q(node__transport=Node.Transport.LOCAL) | Q(node__credential__isnull=False)
+    with transaction.atomic():
+        rows = list(NodeLoop.objects.select_for_update(skip_locked=True, of=("self",)).select_related("node")
+                    .filter(reachable).filter(Q(next_watch_at__lte=now) | Q(next_watch_at__isnull=True))
+                    .order_by("next_watch_at")[:limit])
+        moves = defaultdict(list)
+        for row in rows:
+            interval = timedelta(seconds=policy_of(row.node, policies).interval_s)
+            late = row.next_watch_at is None or row.next_watch_at + interval <= now
+            moves[(interval, late)].append(row.node_id)
+        for (interval, late), node_ids in moves.items():
+            step = now + interval if late else F("next_watch_at") + interval
+            NodeLoop.objects.filter(node_id__in=node_ids).update(next_watch_at=step)
+    claimed = [(row.node_id, row.next_watch_at or now) for row in rows]
+    return claimed
+
+
+def look(node_id, sessions=SESSIONS):
+    """One look at a node: the agent's watch over the node's session, its report ingested. Returns the Ingested,
+    or None when the look failed (the reason is kept on the node's loop row)."""
+    node = Node.objects.select_related("credential", "host_key").get(id=node_id)
+    try:
+        transport, agent_path = sessions.get(node)
+        result = transport.run_agent(node.python_path, agent_path, WATCH_ARGS, settings.CUDAWEB_WATCH_TIMEOUT_S,
+                                     env=node.agent_env())
+        report = parse_report(result.stdout)
+        return report_ingest(node, report)
+    except (TransportError, ReportRefused, ValueError, json.JSONDecodeError) as exc:
+        sessions.drop(node.id)
+        NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500])
+        log.warning("watch of %s failed: %s", node.name, exc)
+        return None
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _look_in_thread(node_id):
+    close_old_connections()  # each thread keeps its own connection; one the database dropped is opened again
+    try:
+        return look(node_id)
+    except Exception:  # one node's bug must not end the batch: logged, the next slot looks again
+        log.exception("watch of node %s failed", node_id)
+        return None
+
+
+def look_many(node_ids):
+    """The looks of a batch at once, on CUDAWEB_WATCH_THREADS threads of this worker process: a look is mostly
+    waiting on its host (the agent's 1 to 2 s), so one worker keeps many hosts' looks in flight."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=settings.CUDAWEB_WATCH_THREADS, thread_name_prefix="watch")
+    return list(_pool.map(_look_in_thread, node_ids))

@@ -1,0 +1,149 @@
+"""The remediation ladder end to end on one node reached through the local transport: a fault, quarantine and drain,
+a GPU reset through a stand-in nvidia-smi, a re-validation (a real queued run, ended through validation's
+run_finish), ready; the second time within the window: rma with its bundle; a failed or lost reset; a busy GPU."""
+
+import io
+import json
+import zipfile
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from cudaweb.health import machine, remediation
+from cudaweb.health.ingest import report_ingest
+from cudaweb.health.services import operator_decide
+from cudaweb.health.models import LoopAction, LoopPolicy, NodeLoop, Transition
+from cudaweb.hooks.models import HookDelivery
+from cudaweb.nodes.models import Node
+from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_finish
+from tests.health.standin import UUID, standin_nvidia_smi, watch_report
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ladder(loop_settings, redis_server, tmp_path):
+    def make(*, busy_pid=None, reset_exit=0):
+        smi, log = standin_nvidia_smi(tmp_path, busy_pid=busy_pid, reset_exit=reset_exit)
+        loop_settings.CUDAWEB_NVIDIA_SMI = [str(smi)]
+        LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reset"], auto=True)
+        node = Node.objects.create(name="gpu-local", transport=Node.Transport.LOCAL, address="127.0.0.1",
+                                   labels=["rack-a"], status=Node.Status.READY)
+        return node, log
+    return make
+
+
+def _state(node):
+    return NodeLoop.objects.get(node=node).state
+
+
+def _fault(node, capture):
+    with capture(execute=True):
+        report_ingest(node, watch_report("xid79"))
+        report_ingest(node, watch_report())
+
+
+def _drains_delivered(node):
+    HookDelivery.objects.filter(node=node, kind="slurm_drain").update(status=HookDelivery.Status.DELIVERED)
+
+
+def _run_live_action(node, capture):
+    action = LoopAction.objects.get(node=node, status__in=LoopAction.LIVE)
+    with capture(execute=True):
+        remediation.action_run(action.id)
+    return LoopAction.objects.get(id=action.id)
+
+
+def _end_revalidation(node, status, capture):
+    action = LoopAction.objects.get(node=node, kind=machine.REVALIDATE, status=LoopAction.Status.RUNNING)
+    assert action.run.mode == ValidationRun.Mode.STANDARD and action.run.status == ValidationRun.Status.PENDING
+    with capture(execute=True):
+        run_finish(run=action.run, status=status, from_statuses=(ValidationRun.Status.PENDING,))
+    return action.run
+
+
+def test_fault_quarantine_reset_revalidate_ready_then_again_rma(ladder, django_capture_on_commit_callbacks):
+    capture = django_capture_on_commit_callbacks
+    node, smi_log = ladder()
+    _fault(node, capture)
+    assert _state(node) == machine.REMEDIATING  # quarantined, drained, then the ladder's first rung on its own
+    reset = LoopAction.objects.get(node=node)
+    assert (reset.kind, reset.gpu_uuid, reset.status) == ("reset", UUID, "pending")
+    # the drain is not confirmed yet: no reset on a node a scheduler may still use
+    assert _run_live_action(node, capture).status == "busy"
+    assert _state(node) == machine.QUARANTINED and "-r -i" not in smi_log.read_text()
+    _drains_delivered(node)
+    user = get_user_model().objects.create_user("op")
+    with capture(execute=True):
+        operator_decide(node=node, user=user, verdict="remediate", action="reset", reason="drain confirmed")
+    assert _run_live_action(node, capture).status == "succeeded"
+    assert smi_log.read_text().splitlines()[-1] == "-r -i %s" % UUID
+    assert _state(node) == machine.REVALIDATING
+    with capture(execute=True):
+        remediation.action_run(LoopAction.objects.get(node=node, kind="revalidate").id)
+    run = _end_revalidation(node, ValidationRun.Status.PASSED, capture)
+    assert _state(node) == machine.READY
+    assert Node.objects.get(id=node.id).status == Node.Status.READY
+    assert HookDelivery.objects.filter(node=node, kind="slurm_resume").count() == 1
+    assert Transition.objects.filter(node=node, to_state="ready").get().run == run
+    # the same root cause again within 7 days: straight to rma, drained, with the evidence bundle
+    _fault(node, capture)
+    assert _state(node) == machine.RMA
+    rma = Transition.objects.get(node=node, to_state="rma")
+    assert "remediation number 2" in rma.why
+    with zipfile.ZipFile(io.BytesIO(rma.bundle.data)) as bundle:
+        assert {"MANIFEST.json", "loop.json", "history.json"} <= set(bundle.namelist())
+        loop = json.loads(bundle.read("loop.json"))
+    assert [t["to"] for t in loop["transitions"]][-1] == "rma"
+    assert any(e["signature"] == "gpu_fallen_off_bus" for e in loop["events"])
+    assert smi_log.read_text().count("-r -i") == 1  # never reset twice
+
+
+def test_the_same_cause_after_the_window_is_remediated_again(ladder, django_capture_on_commit_callbacks):
+    node, _ = ladder()
+    _drains_delivered(node)
+    Transition.objects.create(node=node, version=0, from_state="revalidating", to_state="ready", by="loop",
+                              why="re-validation passed", root_cause="gpu_fallen_off_bus",
+                              at=timezone.now() - timedelta(days=8))
+    _fault(node, django_capture_on_commit_callbacks)
+    assert _state(node) == machine.REMEDIATING
+
+
+def test_a_failed_reset_goes_to_rma(ladder, django_capture_on_commit_callbacks):
+    node, smi_log = ladder(reset_exit=1)
+    _fault(node, django_capture_on_commit_callbacks)
+    _drains_delivered(node)
+    action = _run_live_action(node, django_capture_on_commit_callbacks)
+    assert action.status == "failed" and "exited 1" in action.outcome
+    assert _state(node) == machine.RMA
+    assert Transition.objects.get(node=node, to_state="rma").bundle.sha256
+
+
+def test_a_gpu_held_by_a_process_is_not_reset(ladder, django_capture_on_commit_callbacks):
+    node, smi_log = ladder(busy_pid=48121)
+    _fault(node, django_capture_on_commit_callbacks)
+    _drains_delivered(node)
+    action = _run_live_action(node, django_capture_on_commit_callbacks)
+    assert action.status == "busy" and "48121" in action.outcome
+    assert "-r -i" not in smi_log.read_text()
+    assert _state(node) == machine.QUARANTINED
+
+
+def test_a_worker_lost_mid_reset_ends_it_timed_out_and_it_never_runs_again(ladder,
+                                                                          django_capture_on_commit_callbacks):
+    node, smi_log = ladder()
+    _fault(node, django_capture_on_commit_callbacks)
+    action = LoopAction.objects.get(node=node)
+    # a worker claimed it and died (its claim is all that is left)
+    LoopAction.objects.filter(id=action.id).update(status="running", started=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        assert remediation.actions_sweep(now=timezone.now() + timedelta(hours=1)) == (1, 0)
+        assert remediation.action_run(action.id) is None  # the task redelivered: the rung is not ours any more
+    assert LoopAction.objects.get(id=action.id).status == "timed_out"
+    assert _state(node) == machine.RMA
+    assert "-r -i" not in smi_log.read_text()
+    moves = list(Transition.objects.filter(node=node).order_by("version").values_list("to_state", flat=True))
+    assert moves == ["suspect", "quarantined", "remediating", "rma"]

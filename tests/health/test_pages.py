@@ -1,0 +1,55 @@
+"""The loop on the pages: the node page shows its state, what happens next, its transitions and events and takes an
+operator's word; the fleet page shows the breaker (an admin closes it), the nodes held and the newest events."""
+
+import pytest
+
+from cudaweb.health import machine
+from cudaweb.health.ingest import report_ingest
+from cudaweb.health.models import LoopPolicy, NodeLoop, Transition
+from tests.conftest import user_with_role
+from tests.health.conftest import make_node
+from tests.health.standin import watch_report
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_node_page_shows_the_loop_and_takes_an_operators_word(client, django_user_model, loop_settings,
+                                                                   act_policy):
+    LoopPolicy.objects.filter(id=act_policy.id).update(auto=False)
+    node = make_node("gpu-page")
+    report_ingest(node, watch_report("xid79"))
+    report_ingest(node, watch_report("xid13"))
+    viewer = user_with_role(django_user_model, "viewer-1", "viewer")
+    client.force_login(viewer)
+    page = client.get(node.get_absolute_url()).content.decode()
+    assert 'id="loop-state"' in page and "quarantined" in page and "gpu_fallen_off_bus" in page
+    assert "the ladder&#x27;s next rung" in page or "the ladder's next rung" in page
+    assert "xid_application" in page and 'id="loop-decide"' not in page  # a viewer may not decide
+    assert client.post("/nodes/%s/loop/" % node.id, {"verdict": "healthy", "reason": "x"}).status_code == 403
+    operator = user_with_role(django_user_model, "operator-1", "operator")
+    client.force_login(operator)
+    assert 'id="loop-decide"' in client.get(node.get_absolute_url()).content.decode()
+    client.post("/nodes/%s/loop/" % node.id, {"verdict": "healthy", "reason": ""})
+    assert NodeLoop.objects.get(node=node).state == machine.QUARANTINED  # no reason, no decision
+    client.post("/nodes/%s/loop/" % node.id, {"verdict": "healthy", "reason": "swapped the GPU"})
+    assert NodeLoop.objects.get(node=node).state == machine.READY
+    assert Transition.objects.filter(node=node, by="operator-1", to_state="ready").exists()
+
+
+def test_the_fleet_page_shows_the_open_breaker_and_an_admin_closes_it(client, django_user_model, loop_settings,
+                                                                      act_policy):
+    loop_settings.CUDAWEB_BREAKER_MAX_NODES = 1
+    a, b = make_node("gpu-f1"), make_node("gpu-f2")
+    for node in (a, b):
+        report_ingest(node, watch_report("xid79"))
+        report_ingest(node, watch_report())
+    client.force_login(user_with_role(django_user_model, "operator-2", "operator"))
+    page = client.get("/").content.decode()
+    assert 'id="breaker-open"' in page and "the limit is 1" in page and 'id="breaker-close"' not in page
+    assert "gpu-f1" in page and "gpu-f2" in page
+    assert client.post("/loop/breaker/close/").status_code == 403
+    client.force_login(user_with_role(django_user_model, "admin-2", "admin"))
+    assert 'id="breaker-close"' in client.get("/").content.decode()
+    client.post("/loop/breaker/close/")
+    page = client.get("/").content.decode()
+    assert 'id="breaker-open"' in page  # the limit still holds: gpu-f2 opened it again

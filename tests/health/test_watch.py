@@ -1,0 +1,89 @@
+"""The watch's cadence and sessions: each node claimed once per slot, at its label's interval; a look runs the agent's
+watch over the node's kept session (one SSH connection for many looks, keepalive on), its report ingested; a look
+that fails is kept on the node and the session opened again."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from cudaweb.health import machine, watch
+from cudaweb.health.models import HealthEvent, LoopPolicy, NodeLoop
+from cudaweb.nodes.models import Node
+from cudaweb.nodes.services import host_key_accept, host_key_record
+from cudaweb.remote.connect import ssh_node_create
+from tests.health.conftest import make_node
+from tests.health.standin import standin_agent
+
+pytestmark = pytest.mark.django_db
+
+
+def _local_node(name, agent, labels=("rack-a",)):
+    return Node.objects.create(name=name, transport=Node.Transport.LOCAL, address="127.0.0.1", python_path=str(agent),
+                               labels=list(labels), status=Node.Status.READY)
+
+
+def test_each_node_is_claimed_once_per_slot_at_its_labels_interval(loop_settings, tmp_path):
+    LoopPolicy.objects.create(label="fast", mode="act", interval_s=10)
+    slow, fast = _local_node("slow", "python3", ["rack-a"]), _local_node("fast", "python3", ["fast"])
+    make_node("no-credential")  # an SSH node without a key is never looked at
+    now = timezone.now()
+    claimed = dict(watch.nodes_due(now=now))
+    assert set(claimed) == {slow.id, fast.id}
+    assert watch.nodes_due(now=now + timedelta(seconds=1)) == []  # nothing twice for one slot
+    rows = {row.node_id: row.next_watch_at for row in NodeLoop.objects.all()}
+    assert rows[slow.id] - claimed[slow.id] == timedelta(seconds=60)
+    assert rows[fast.id] - claimed[fast.id] == timedelta(seconds=10)
+    assert [n for n, _ in watch.nodes_due(now=now + timedelta(seconds=11))] == [fast.id]
+    # a node late by more than an interval (the queue was down) is looked at once, then on the cadence again
+    later = now + timedelta(seconds=600)
+    assert len(watch.nodes_due(now=later)) == 2
+    assert NodeLoop.objects.get(node=slow).next_watch_at == later + timedelta(seconds=60)
+
+
+def test_a_look_runs_the_watch_and_ingests_its_report(loop_settings, act_policy, tmp_path):
+    agent = standin_agent(tmp_path / "agent")
+    node = _local_node("gpu-look", agent)
+    sessions = watch.Sessions()
+    assert watch.look(node.id, sessions).new == []
+    (tmp_path / "agent" / "faults").write_text("xid79\n")
+    result = watch.look(node.id, sessions)
+    assert result.root_cause == "gpu_fallen_off_bus" and NodeLoop.objects.get(node=node).state == machine.SUSPECT
+    (tmp_path / "agent" / "faults").write_text("no-such-fault\n")  # the stand-in dies: nothing on stdout
+    assert watch.look(node.id, sessions) is None
+    assert "printed nothing" in NodeLoop.objects.get(node=node).watch_error
+    assert HealthEvent.objects.filter(node=node).count() == 2
+
+
+@pytest.fixture
+def ssh_watch_node(sshd, admin_user, tmp_path):
+    agent = standin_agent(tmp_path / "agent")
+    node = ssh_node_create(name="gpu-ssh-watch", address="127.0.0.1", port=sshd.port, username="root",
+                           private_key=sshd.private_key(), python_path=str(agent), labels=["rack-a"])
+    key_type, key_base64 = sshd.public_key("host_key")
+    host_key_record(node=node, key_type=key_type, key_base64=key_base64, fingerprint=sshd.fingerprint())
+    host_key_accept(node=node, user=admin_user)
+    return node, tmp_path / "agent" / "faults"
+
+
+def test_one_ssh_session_serves_many_looks_with_keepalive(loop_settings, act_policy, ssh_watch_node):
+    node, faults = ssh_watch_node
+    sessions = watch.Sessions()
+    for _ in range(3):
+        assert watch.look(node.id, sessions) is not None
+    assert sessions.connects == 1
+    transport = sessions.open[node.id][1]
+    assert transport.client.get_transport().is_active()
+    assert transport.client.get_transport().packetizer._Packetizer__keepalive_interval == \
+        loop_settings.CUDAWEB_WATCH_KEEPALIVE_S
+    faults.write_text("nvlink_growth\n")
+    watch.look(node.id, sessions)
+    watch.look(node.id, sessions)
+    assert HealthEvent.objects.get(node=node).count == 2 and sessions.connects == 1
+    # the connection dies (the host rebooted): the next look opens a new session first
+    transport.client.get_transport().close()
+    assert watch.look(node.id, sessions) is not None and sessions.connects == 2
+    # a refused look (sshd gone for this node's port) is kept on the node, the session dropped
+    Node.objects.filter(id=node.id).update(port=1)
+    assert watch.look(node.id, sessions) is None and node.id not in sessions.open
+    assert "Unreachable" in NodeLoop.objects.get(node=node).watch_error
