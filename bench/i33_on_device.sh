@@ -36,7 +36,7 @@ for i in 1; do
 done
 echo "== 3. bare agent vs through the dashboard ($(( $(date +%s) - t0 )) s)"
 python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/pip" install -q --no-index --find-links .whl Django==5.2.19 'celery[redis]==5.7.0' django-celery-beat \
+"$VENV/bin/pip" install -q --no-index --find-links .whl -r requirements.txt \
   redis paramiko cryptography dj-database-url jsonschema whitenoise google-re2 PyYAML >"$WORK/pip.log" 2>&1 \
   || { tail -20 "$WORK/pip.log"; }
 mkdir -p "$WORK/var"
