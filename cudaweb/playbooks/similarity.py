@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -87,11 +87,15 @@ def terms(text):
     return out
 
 
+EXCERPT_CHARS = 400  # of a known error's own text, shown beside "similar to" where its source is no web page
+
+
 @dataclass(frozen=True)
 class Document:
     id: str
     category: str
     source: str
+    excerpt: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ class Index:
 
 def _examples(path=EXAMPLES_PATH):
     entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [(Document(e["id"], e["category"], e["source"]), e["text"]) for e in entries]
+    return [(Document(e["id"], e["category"], e["source"], e["text"][:EXCERPT_CHARS]), e["text"]) for e in entries]
 
 
 def _playbook_documents():
@@ -165,7 +169,8 @@ def _knowledge_documents():
 
 def _catalogue_documents(path=CATALOGUE_PATH):
     rows = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-    return [(Document("catalogue:%d" % i, row["category"], row["source"]), row["text"]) for i, row in enumerate(rows)
+    return [(Document("catalogue:%d" % i, row["category"], row["source"], row["text"][:EXCERPT_CHARS]), row["text"])
+            for i, row in enumerate(rows)
             if row.get("fallback", True)]  # false: a near copy of a holdout text would answer it from itself
 
 
