@@ -194,7 +194,8 @@ def test_the_openapi_document_is_public_and_names_every_operation(client):
     assert set(doc["paths"]) == {"/api/v1/nodes/", "/api/v1/nodes/{name}/", "/api/v1/nodes/{name}/validate/",
                                  "/api/v1/runs/{run_id}/", "/api/v1/runs/{run_id}/junit.xml", "/api/v1/triage/",
                                  "/api/v1/audit/",
-                                 "/api/v1/network-tests/", "/api/v1/network-tests/{test_id}/"}
+                                 "/api/v1/network-tests/", "/api/v1/network-tests/{test_id}/",
+                                 "/api/v1/nodes/{name}/watch-report/", "/api/v1/events/"}
     assert doc["components"]["securitySchemes"]["BearerToken"] == {"type": "http", "scheme": "bearer"}
     assert "503" in doc["paths"]["/api/v1/nodes/{name}/validate/"]["post"]["responses"]
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 import schemathesis
 from cudaweb.nodes.models import Node
 from schemathesis.generation.meta import ParameterLocation
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 from tests.drift.helpers import real_report, stored_run
 
 SEEN = {}  # operation -> Counter of the statuses it answered
@@ -45,7 +46,10 @@ def admin_token(token_for, in_test_transaction):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 def test_the_api_answers_every_generated_request_as_its_schema_says(case, admin_token):
-    response = case.call_and_validate(headers=_auth(case, admin_token))
+    # The watch report's body is documented by its outline only; the whole schema is the agent's (schema.json, with
+    # every figure's range: issue 35), so a body that fits the outline may still be refused, 400 with the field.
+    excluded = [positive_data_acceptance] if case.operation.label.endswith("/watch-report/") else None
+    response = case.call_and_validate(headers=_auth(case, admin_token), excluded_checks=excluded)
     SEEN.setdefault(case.operation.label, Counter())[response.status_code] += 1
 
 

@@ -101,7 +101,9 @@ def _through_the_parser(node, report):
     try:
         parsed = parse_report(json.dumps(report))
     except ReportError as exc:
-        assert str(exc).startswith(("the report does not match schema cudaprobe/1 at ", "the agent's output is not"))
+        # the schema's, the JSON's or the figures' own refusal (issue 35: every figure finite and within its unit)
+        assert str(exc).startswith(("the report does not match schema cudaprobe/1 at ", "the agent's output is not",
+                                    "the report's figure ", "check "))
         run_finish(run=run, status=ValidationRun.Status.AGENT_ERROR, reason=str(exc), raw_output=json.dumps(report))
     else:
         run_store_report(run=run, report=parsed)
