@@ -50,7 +50,7 @@ def test_several_nodes_by_label_print_a_list_and_a_busy_node_answers_with_its_li
     assert done.returncode == 1, done.stderr  # no GPU here: the verdicts are fail
     results = json.loads(done.stdout)
     assert [r["node"] for r in results] == ["rack-a1", "rack-a2"]
-    assert all(set(r) == {"node", "run", "status", "reason", "root_cause", "report"} and r["status"] == "FAILED"
+    assert all(set(r) == {"node", "run", "retry_of", "status", "reason", "root_cause", "report"} and r["status"] == "FAILED"
                for r in results)
     slow = Node.objects.create(name="slow", transport=Node.Transport.LOCAL, python_path=str(FAKES / "hanging-python"),
                                agent_timeout_s=20)
