@@ -4,7 +4,7 @@
 # pointer). Expected wall time: about 25 s (budget 60 s). Changes no GPU setting; starts nothing that outlives it.
 # Writes to $OUT (3 files):
 #   h200-gpus1-watch.json                 a healthy watch report (fixture: tests/fixtures/real/)
-#   h200-gpus1-watch-xid-application.json the watch after the fault (fixture: tests/fixtures/real/)
+#   h200-gpus1-watch-xid-application.json the watch after the fault (fixture: tests/fixtures/real/issue30/; a warn, kept out of the healthy set)
 #   i30agent-results.txt                  every run's wall time and exit code, the fault's own output, the Xid lines
 set -u
 export NCCL_NVLS_ENABLE=0

@@ -16,8 +16,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def remediating(loop_settings, tmp_path, settings):
+def remediating(loop_settings, tmp_path, settings, monkeypatch):
     postgres_only()
+    # The test runs each rung itself: a worker of another test still up must not take them from the broker (it ran
+    # the revalidation beside the teardown's flush, which then deadlocked on PostgreSQL)
+    monkeypatch.setattr(remediation, "action_enqueue", lambda action_id: None)
     settings.CUDAWEB_DB_RETRY_S, settings.CUDAWEB_DB_RETRY_FIRST_S = 5, 0.05
     smi, log = standin_nvidia_smi(tmp_path)
     loop_settings.CUDAWEB_NVIDIA_SMI = [str(smi)]
