@@ -61,14 +61,20 @@ def rma_bundle(record, *, now=None):
         if samples:
             files["series/%s.csv" % run.id] = burnin.series_csv(samples)
     manifest = {"node": node.name, "record": str(record.id), "decision": record.decision,
-                "rests_on": record_rests_on(record), "made": now.isoformat(),
-                "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sorted(files.items())}}
+                "rests_on": record_rests_on(record), "made": now.isoformat()}
+    return "evidence-%s-%s.zip" % (node.name, record.id), _zipped(manifest, files)
+
+
+def _zipped(manifest, files):
+    """The bundle's bytes: MANIFEST.json (`manifest` with each file's sha256) and the files, by name."""
+    manifest = dict(manifest, files={name: hashlib.sha256(text.encode()).hexdigest()
+                                     for name, text in sorted(files.items())})
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
         bundle.writestr("MANIFEST.json", json.dumps(manifest, indent=2, sort_keys=True))
         for name, text in sorted(files.items()):
             bundle.writestr(name, text)
-    return "evidence-%s-%s.zip" % (node.name, record.id), buffer.getvalue()
+    return buffer.getvalue()
 
 
 def record_rests_on(record):
@@ -103,14 +109,8 @@ def loop_rma_bundle(transition, *, now=None):
                                     "flaky": node_flakiness(node, now=now), "runs": history},
                                    indent=2, sort_keys=True, default=str),
     }
-    manifest = {"node": node.name, "transition": transition.id, "decision": "rma", "made": now.isoformat(),
-                "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sorted(files.items())}}
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
-        bundle.writestr("MANIFEST.json", json.dumps(manifest, indent=2, sort_keys=True))
-        for name, text in sorted(files.items()):
-            bundle.writestr(name, text)
-    return "evidence-%s-rma-%d.zip" % (node.name, transition.id), buffer.getvalue()
+    manifest = {"node": node.name, "transition": transition.id, "decision": "rma", "made": now.isoformat()}
+    return "evidence-%s-rma-%d.zip" % (node.name, transition.id), _zipped(manifest, files)
 
 
 def on_node_sent_to_rma(sender, node_id, transition_id, **kwargs):
