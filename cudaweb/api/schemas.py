@@ -1,11 +1,11 @@
 """The API's request and response shapes; the OpenAPI document is generated from them (django-ninja, pydantic)."""
 
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from typing import Annotated, Any, Dict, List, Literal, Optional
 from uuid import UUID
 
 from ninja import Field, Schema
-from pydantic import BeforeValidator, ConfigDict, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, model_validator
 
 from cudaweb.accounts.audit import ACTIONS
 from cudaweb.health import machine
@@ -38,7 +38,18 @@ def _iso_moment(value):
     raise ValueError("a moment as ISO 8601, e.g. 2026-12-01T08:00:00Z")
 
 
-Moment = Annotated[datetime, BeforeValidator(_iso_moment)]
+def _in_utc(value):
+    """The moment in UTC (a naive one read as UTC): PostgreSQL refuses offsets beyond +-15:59, and a moment that leaves
+    the calendar once in UTC (year 1 with a positive offset) is refused here rather than by the database."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("a moment between years 1 and 9999 in UTC") from None
+
+
+Moment = Annotated[datetime, BeforeValidator(_iso_moment), AfterValidator(_in_utc)]
 
 
 class Error(Schema):
