@@ -26,8 +26,9 @@ FAIL_FAST_GRACE_S = 5.0
 # NCCL names its transports only at INFO; the workers are ours, so this changes nothing on the host.
 POOL_ENV = {"NCCL_DEBUG": "INFO"}
 # The training workers import these after torch, before their first task: torch.optim's first use imports
-# torch._dynamo, 4-6 s on an H200 host's CPU (issue 22), which they pay while the L4-L5 checks run.
-TRAIN_PRELOAD = "torch._dynamo"
+# torch._dynamo, 4-6 s on an H200 host's CPU (issue 22), which they pay while the L4-L5 checks run; then what the
+# first step needs that no context does (train_prewarm: cuInit; issue 33).
+TRAIN_PRELOAD = "torch._dynamo,agents.cudaprobe.train_prewarm"
 
 
 def package_root():
@@ -353,9 +354,9 @@ def end_trainers(ctx):
 
 
 def our_pids(ctx):
-    """Every worker process this run started (measuring, training, replayed)."""
+    """Every worker process this run started (measuring, isolated, training, replayed)."""
     pids = set()
-    for pool in (ctx.pool, getattr(ctx, "trainers", None)):
+    for pool in (ctx.pool, getattr(ctx, "isolated", None), getattr(ctx, "trainers", None)):
         if pool is not None:
             pids |= pool.pids()
     return pids

@@ -29,6 +29,25 @@ def test_a_training_worker_and_a_measuring_worker_on_one_gpu_are_both_ours():
     assert busy_gpus(ctx, [_snapshot(202, 101, 303)]) == {0: "process 303 computing on it"}
 
 
+def test_the_runs_own_workers_are_not_other_processes_holding_a_gpu():
+    # seen on a lent H200 (issue 33): driver.processes read NVML while the measuring worker made its context, and
+    # warned of "1 process(es) hold GPU memory: [N/A] (pid 2453, 14 MiB)", the run's own worker
+    from agents.cudaprobe.checks import driver
+
+    ctx = engine.Context("standard")
+    ctx.pool, ctx.isolated, ctx.trainers = _Pids(2453), _Pids(2454), _Pids(2455)
+    ours = [{"pid": pid, "process_name": "[N/A]", "used_gpu_memory": "14 MiB", "gpu_uuid": "GPU-0"}
+            for pid in (2453, 2454, 2455)]
+    ctx.facts["nvml"] = {"apps": ours}
+    outcome = driver._gpu_processes(ctx)
+    assert (outcome.status, outcome.metrics["compute_processes"]) == ("pass", 0)
+    assert "this run's own GPU workers, not counted: 2453, 2454, 2455" in outcome.evidence
+    ctx.facts["nvml"] = {"apps": ours + [dict(ours[0], pid=4242)]}
+    outcome = driver._gpu_processes(ctx)
+    assert (outcome.status, outcome.signatures) == ("warn", ["gpu_memory_held_by_process"])
+    assert "pid 4242" in outcome.summary and "2453" not in outcome.summary
+
+
 def test_a_replayed_run_trains_on_its_records():
     ctx = engine.Context("standard")
     ctx.pool = children.ReplayPool([])

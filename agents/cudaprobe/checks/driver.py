@@ -401,6 +401,13 @@ def _gpu_processes(ctx):
             return _smi_failure(result, "--query-compute-apps")
         apps = nvsmi.parse_csv(result.stdout)
         listing_text = result.stdout
+    # This run's own GPU workers start at once and make their contexts while L0-L1 run: they are not another
+    # process (seen on a lent H200: the measuring worker, 14 MiB into its context, listed as one; issue 33).
+    ours = children.our_pids(ctx)
+    own = [a for a in apps if _pid(a) in ours]
+    apps = [a for a in apps if _pid(a) not in ours]
+    if own:
+        listing_text += "\n(this run's own GPU workers, not counted: %s)" % ", ".join(str(_pid(a)) for a in own)
     used = sum(nvsmi.numeric(r, "memory.used") or 0 for r in _rows(ctx))
     metrics = {"gpu_memory_used_mib": used, "compute_processes": len(apps)}
     if apps:
@@ -412,6 +419,13 @@ def _gpu_processes(ctx):
         return warned("%d MiB of GPU memory in use by processes not visible here (another container?)" % used,
                       evidence=listing_text, metrics=metrics, signatures=["gpu_memory_held_by_process"])
     return passed("no compute process holds GPU memory", evidence=listing_text, metrics=metrics)
+
+
+def _pid(app):
+    try:
+        return int(str(app.get("pid")).strip())
+    except ValueError:
+        return None
 
 
 def _processes_per_gpu(ctx, apps):

@@ -6,6 +6,7 @@ gpu_train and gpu_ddp run in one worker per GPU (worker.py); the checks judge wh
 import copy
 import math
 import os
+import sys
 import time
 
 from agents.cudaprobe import activity, children, expectations
@@ -133,6 +134,9 @@ def gpu_train(args):
         }
         del model
         torch.cuda.empty_cache()
+    prewarm = sys.modules.get("agents.cudaprobe.train_prewarm")  # what the preload got ready (issue 33)
+    if prewarm is not None:
+        phases["prewarm.cuinit_s"] = prewarm.done.get("cuinit_s", 0.0)
     measured = sum(phases[p + ".measured_s"] for p in results)
     return {"gpu": index, "batch": batch, "steps": steps, "precisions": results,
             "activity": {"before": before, "after": activity.snapshot(torch, index)},
