@@ -71,6 +71,18 @@ def test_connections_terminated_twice_in_a_bulk_run_cost_no_report():
     assert figures["stored_by_reaper"] == 0, figures  # all within the retries, none left for a reaper
 
 
+def test_a_soft_time_limit_inside_a_long_outage_costs_no_report():
+    """The agents finish within their budget (4 s); the database is away 80 s, past the report's store retries (40 s),
+    and the task's soft time limit (its budget + 60 s) comes while the run's end is still tried: the report waits in
+    the spool and a reaper stores it. Before, the run ended TIMED_OUT ("the worker's soft time limit ended the run")
+    and the reaper dropped its kept report unstored (unless its pass came before the end's next try: hence a
+    reaper pass every 45 s)."""
+    figures = bulk_rounds("restart", nodes=4, concurrency=4, agent_s=2, fault_at_s=1, outage_s=80, round_timeout_s=200,
+                          worker_env={"CUDAWEB_AGENT_TIMEOUT_STANDARD": "4", "CUDAWEB_DB_RETRY_S": "40",
+                                      "CUDAWEB_REAP_EVERY_S": "45"})
+    assert figures["states"] == {"PASSED": 4} and figures["stored"] == 4 and figures["stored_by_reaper"] == 4, figures
+
+
 QUICK_REAPER = {"CUDAWEB_STALE_RUN_S": "20", "CUDAWEB_HEARTBEAT_S": "3", "CUDAWEB_REAP_EVERY_S": "2",
                 "CUDAWEB_PENDING_CHECK_S": "5"}
 
