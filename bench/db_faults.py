@@ -4,7 +4,9 @@ Starts its own PostgreSQL cluster (tests/pgcluster.py: initdb / pg_ctl on a free
 its own Redis and a Celery worker, registers NODES local nodes whose "agent" waits AGENT_S seconds and prints a real
 H200 report (tests/fixtures/real/h200-gpus2-standard.json), then requests all of them together ROUNDS times. In each
 round, FAULT_AT_S seconds after the request, the database blinks:
-  terminate  every connection to the database is ended (pg_terminate_backend), twice, TERMINATE_GAP_S apart;
+  terminate  every connection to the database is ended (pg_terminate_backend), twice, TERMINATE_GAP_S apart; with
+             --in-flight the second time is as soon as reports are being stored: the bench holds a lock on the check
+             rows from the first time on, and ends the connections once stores wait on it (their transactions cut);
   restart    the server stops (fast shutdown) and starts again OUTAGE_S seconds later;
   alternate  terminate in odd rounds, restart in even ones;
   none       nothing (the same rounds without a fault, to compare);
@@ -65,6 +67,8 @@ def _arguments(argv):
     parser.add_argument("--hold-s", type=float, default=5.0, help="killed-twice: how long the second worker lives")
     parser.add_argument("--fault-at-s", type=float, default=5.0, help="seconds after the request")
     parser.add_argument("--terminate-gap-s", type=float, default=5.0)
+    parser.add_argument("--in-flight", action="store_true",
+                        help="terminate: end the connections the second time while reports are being stored")
     parser.add_argument("--outage-s", type=float, default=10.0, help="how long a restart keeps the server away")
     parser.add_argument("--round-timeout-s", type=float, default=300.0, help="runs live then are counted live")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON: every round's figures")
@@ -83,7 +87,11 @@ def _blink(cluster, fault, args, done, workers):
         done.append("nothing")
         return
     time.sleep(args.fault_at_s)
-    if fault == "terminate":
+    if fault == "terminate" and args.in_flight:
+        first = cluster.terminate(DATABASE)
+        waiting, second = _terminate_in_flight(cluster, args)
+        done.append("terminated %d then %d connections (%d storing a report)" % (first, second, waiting))
+    elif fault == "terminate":
         first = cluster.terminate(DATABASE)
         time.sleep(args.terminate_gap_s)
         done.append("terminated %d then %d connections" % (first, cluster.terminate(DATABASE)))
@@ -104,6 +112,33 @@ def _blink(cluster, fault, args, done, workers):
         started = time.monotonic()
         cluster.restart(down_s=args.outage_s)
         done.append("restarted, away %.1f s" % (time.monotonic() - started))
+
+
+def _terminate_in_flight(cluster, args):
+    """Hold a lock that the check rows' INSERT waits on, so that the reports stored next are held inside their
+    transactions; once up to CONCURRENCY of them wait (or AGENT_S + TERMINATE_GAP_S have passed), end every other
+    connection and let go. A connection the server drops without warning between two writes is replaced quietly
+    (CONN_HEALTH_CHECKS, the writes that drop it on failure); one cut in the middle of a store is the retry's work.
+    Returns (stores that were waiting, connections ended)."""
+    import psycopg
+    from cudaweb.validation.models import CheckResult
+
+    table = CheckResult._meta.db_table
+    with psycopg.connect(cluster.url(DATABASE), connect_timeout=10) as holder:  # one transaction until the end
+        holder.execute('LOCK TABLE "%s" IN SHARE MODE' % table)
+        deadline = time.monotonic() + args.agent_s + args.terminate_gap_s
+        with psycopg.connect(cluster.url(DATABASE), autocommit=True, connect_timeout=10) as looker:
+            while True:  # a connection of its own: pg_stat_activity is read once per transaction
+                waiting = looker.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
+                                         "wait_event_type = 'Lock' AND query LIKE %s",
+                                         (DATABASE, '%INSERT INTO "' + table + '"%')).fetchone()[0]
+                if waiting >= args.concurrency or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        ended = holder.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = %s AND pid <> pg_backend_pid()", (DATABASE,)).fetchone()[0]
+        holder.rollback()
+    return waiting, ended
 
 
 class Workers:

@@ -132,6 +132,11 @@ def _held_by_another(path):
         os.close(fd)
 
 
+def report_waits(*, run_id):
+    """Whether this host's spool keeps a report of `run_id` (not stored yet, or stored and not removed yet)."""
+    return _path(run_id).exists()
+
+
 def report_held(*, run_id):
     """Whether a worker on this host holds the kept report of `run_id` now (it is alive and storing it)."""
     path = _path(run_id)

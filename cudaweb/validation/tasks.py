@@ -12,7 +12,7 @@ from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
 from django.conf import settings
 from django.db import close_old_connections
 
-from cudaweb.validation import dbretry, queue, reaper, services
+from cudaweb.validation import dbretry, queue, reaper, report_spool, services
 from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
@@ -23,6 +23,12 @@ def execute_run(run_id):
     try:
         status = services.run_execute(run_id=run_id)
     except SoftTimeLimitExceeded:
+        if report_spool.report_waits(run_id=run_id):
+            # The agent finished in time and the limit came while its report's store waited on the database: the
+            # report is the run's truth, and a reaper stores it (a TIMED_OUT run's kept report would be dropped).
+            log.error("run %s: the worker's soft time limit came while its report was being stored; the report "
+                      "waits in %s for the reaper", run_id, report_spool.location(run_id))
+            return None
         services.run_mark_timed_out(run_id=run_id, reason="the worker's soft time limit ended the run")
         return "TIMED_OUT"
     except Exception as exc:
