@@ -16,6 +16,7 @@ from cudaweb.validation.hostoutput import text_for_db
 
 MAX_CHECKS = 200
 MAX_FINDINGS = 500
+MAX_COUNTERS = 1000
 SEVERITY = {"fail": HealthEvent.Severity.FAIL, "warn": HealthEvent.Severity.WARN}
 
 
@@ -72,6 +73,27 @@ def findings(report):
     return out[:MAX_FINDINGS]
 
 
+def fabric_counters(report):
+    """{check id: {counter: value}} of a watch report's fabric checks that ran: the per-link and per-port error
+    counters (their keys hold a '.'), zeros left out, as validation's fabric_previous keeps them for a run. The next
+    look gets them as --fabric-previous, so that a counter that grew between two looks is named. Host output: only
+    numbers under short keys are kept, at most MAX_COUNTERS."""
+    found, kept = {}, 0
+    for check in report.get("checks") or ():
+        if not isinstance(check, dict) or not str(check.get("id", "")).startswith("fabric.") or \
+                check.get("status") not in ("pass", "warn", "fail") or len(check["id"]) > 64:
+            continue
+        metrics = check.get("metrics") if isinstance(check.get("metrics"), dict) else {}
+        counters = {}
+        for key, value in metrics.items():
+            if kept < MAX_COUNTERS and isinstance(key, str) and "." in key and len(key) <= 64 and \
+                    isinstance(value, (int, float)) and not isinstance(value, bool) and value:
+                counters[key] = value
+                kept += 1
+        found[check["id"]] = counters
+    return found
+
+
 def _event_upsert(node, finding, now):
     """Grow the open event of this (GPU, check, signature), else open one. Returns (event, created)."""
     check, gpu, name, severity, summary, evidence = finding
@@ -115,8 +137,9 @@ def report_ingest(node, report, *, now=None):
                 hardware.append(event)
         # what this look no longer shows is over: the next sighting opens a new event
         result.closed = HealthEvent.objects.filter(node=node, open=True).exclude(id__in=seen).update(open=False)
-        if not NodeLoop.objects.filter(node=node).update(last_watch_at=now, watch_error=""):
-            NodeLoop.objects.get_or_create(node=node, defaults={"last_watch_at": now})
+        counters = fabric_counters(report)
+        if not NodeLoop.objects.filter(node=node).update(last_watch_at=now, watch_error="", watch_counters=counters):
+            NodeLoop.objects.get_or_create(node=node, defaults={"last_watch_at": now, "watch_counters": counters})
     result.root_cause = signatures.root_cause([e.signature for e in hardware])
     if not result.root_cause and _at_rest(node):
         return result  # a clean look at a ready node: the machine has nothing to decide (most looks, at scale)

@@ -68,8 +68,10 @@ class NodeLoop(models.Model):
     action = models.CharField(max_length=20, blank=True, help_text="the rung in flight")
     waiting = models.CharField(max_length=300, blank=True, help_text="why the loop holds this node")
     next_watch_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    last_watch_at = models.DateTimeField(null=True, blank=True)
+    last_watch_at = models.DateTimeField(null=True, blank=True, help_text="when the latest look began")
     watch_error = models.CharField(max_length=500, blank=True)
+    watch_counters = models.JSONField(default=dict, blank=True, help_text="the fabric error counters of the latest "
+                                      "look, handed to the next one (--fabric-previous): growth since it is an event")
 
     def __str__(self):
         return "%s: %s" % (self.node_id, self.state)

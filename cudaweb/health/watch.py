@@ -22,10 +22,14 @@ from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
+from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.reports import parse_report
 
 log = logging.getLogger(__name__)
 WATCH_ARGS = ["--mode", "watch", "--json"]
+# The agent dates a kernel-log line from the boot time (/proc/stat btime, whole seconds) plus the line's stamp: a
+# line this close to the previous look's start may be seen by two looks (its event grows) rather than by none.
+SINCE_MARGIN_S = 2
 
 
 class Sessions:
@@ -115,16 +119,35 @@ def nodes_due(now=None, limit=2000):
     return claimed
 
 
+def watch_args(node, loop):
+    """The agent's arguments for a look: what is new since the previous look (its start, less SINCE_MARGIN_S;
+    before a node's first look, since its latest validation) is a finding, what came before is history; the
+    previous look's fabric counters, so that one that grew between two looks is named."""
+    args = list(WATCH_ARGS)
+    since = loop.last_watch_at if loop is not None else None
+    if since is not None:
+        since -= timedelta(seconds=SINCE_MARGIN_S)
+    else:
+        since = (ValidationRun.objects.filter(node=node, status__in=ValidationRun.VERDICT_STATUSES)
+                 .order_by("-finished").values_list("finished", flat=True).first())
+    if since is not None:
+        args += ["--since", since.isoformat()]
+    if loop is not None and loop.watch_counters:
+        args += ["--fabric-previous", json.dumps(loop.watch_counters, sort_keys=True, separators=(",", ":"))]
+    return args
+
+
 def look(node_id, sessions=SESSIONS):
-    """One look at a node: the agent's watch over the node's session, its report ingested. Returns the Ingested,
-    or None when the look failed (the reason is kept on the node's loop row)."""
-    node = Node.objects.select_related("credential", "host_key").get(id=node_id)
+    """One look at a node: the agent's watch over the node's session, its report ingested (dated when the look
+    began). Returns the Ingested, or None when the look failed (the reason is kept on the node's loop row)."""
+    node = Node.objects.select_related("credential", "host_key", "loop").get(id=node_id)
     try:
         transport, agent_path = sessions.get(node)
-        result = transport.run_agent(node.python_path, agent_path, WATCH_ARGS, settings.CUDAWEB_WATCH_TIMEOUT_S,
-                                     env=node.agent_env())
+        started = timezone.now()
+        result = transport.run_agent(node.python_path, agent_path, watch_args(node, getattr(node, "loop", None)),
+                                     settings.CUDAWEB_WATCH_TIMEOUT_S, env=node.agent_env())
         report = parse_report(result.stdout)
-        return report_ingest(node, report)
+        return report_ingest(node, report, now=started)
     except (TransportError, ReportRefused, ValueError, json.JSONDecodeError) as exc:
         sessions.drop(node.id)
         NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500])

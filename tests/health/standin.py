@@ -105,6 +105,21 @@ def standin_nvidia_smi(directory, *, busy_pid=None, reset_exit=0):
     return script, log
 
 
+_WORKER_SMI = []
+
+
+def worker_nvidia_smi():
+    """The stand-in nvidia-smi of the test session's Celery worker, (script, log): the worker is a process of its
+    own, started once a session, that reads CUDAWEB_NVIDIA_SMI from its environment, so every test module that
+    resets through it shares this one, named in the environment at import (before any worker starts)."""
+    if not _WORKER_SMI:
+        import tempfile
+
+        _WORKER_SMI.extend(standin_nvidia_smi(tempfile.mkdtemp(prefix="cudaweb-loop-smi-")))
+        os.environ["CUDAWEB_NVIDIA_SMI"] = str(_WORKER_SMI[0])
+    return tuple(_WORKER_SMI)
+
+
 if __name__ == "__main__":
     json.dump(watch_report(*sys.argv[1:]), sys.stdout)
     os.write(1, b"\n")

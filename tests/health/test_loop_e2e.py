@@ -3,10 +3,7 @@ names one), the beat's task run every half second as beat would, one node reache
 agent is the stand-in (recorded real reports). A fault written in becomes an event within two intervals; the node
 goes suspect, quarantined, its GPU reset through a stand-in nvidia-smi, re-validated by a real run, ready."""
 
-import os
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,14 +12,11 @@ from cudaweb.health.models import HealthEvent, LoopAction, LoopPolicy, NodeLoop,
 from cudaweb.health.tasks import watch_due
 from cudaweb.nodes.models import Node
 from cudaweb.validation.models import ValidationRun
-from tests.health.standin import UUID, standin_agent, standin_nvidia_smi
+from tests.health.standin import UUID, standin_agent, worker_nvidia_smi
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 INTERVAL_S = 2
-# The worker is a process of its own, started once a session: it reads the stand-in nvidia-smi from its environment.
-SMI_DIR = Path(tempfile.mkdtemp(prefix="cudaweb-loop-smi-"))
-SMI, SMI_LOG = standin_nvidia_smi(SMI_DIR)
-os.environ["CUDAWEB_NVIDIA_SMI"] = str(SMI)
+SMI, SMI_LOG = worker_nvidia_smi()
 
 
 def _until(what, timeout_s, tick=None):

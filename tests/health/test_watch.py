@@ -2,18 +2,21 @@
 watch over the node's kept session (one SSH connection for many looks, keepalive on), its report ingested; a look
 that fails is kept on the node and the session opened again."""
 
-from datetime import timedelta
+import json
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
 from cudaweb.health import machine, watch
+from cudaweb.health.ingest import report_ingest
 from cudaweb.health.models import HealthEvent, LoopPolicy, NodeLoop
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.services import host_key_accept, host_key_record
 from cudaweb.remote.connect import ssh_node_create
+from cudaweb.validation.models import ValidationRun
 from tests.health.conftest import make_node
-from tests.health.standin import standin_agent
+from tests.health.standin import standin_agent, watch_report
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +90,34 @@ def test_one_ssh_session_serves_many_looks_with_keepalive(loop_settings, act_pol
     Node.objects.filter(id=node.id).update(port=1)
     assert watch.look(node.id, sessions) is None and node.id not in sessions.open
     assert "Unreachable" in NodeLoop.objects.get(node=node).watch_error
+
+
+def test_a_look_hands_the_agent_what_the_previous_look_saw(loop_settings, act_policy, tmp_path):
+    """--since: the previous look's start (less the margin for the kernel log's whole-second boot time), so an Xid
+    line is a finding once, not at every look; before the first look, the latest validation. --fabric-previous: the
+    previous look's counters (zeros left out), so a counter that grew between two looks is named."""
+    node = _local_node("gpu-args", standin_agent(tmp_path / "agent"))
+    assert watch.watch_args(node, None) == watch.WATCH_ARGS
+    report = watch_report()
+    nvlink = next(c for c in report["checks"] if c["id"] == "fabric.nvlink")
+    nvlink["metrics"] = {"nvlink_active_links": 36, "nvlink_replay_errors.gpu1": 7, "nvlink_crc_errors.gpu0": 0,
+                         "nvlink_odd.gpu0": "7", "x" * 70 + ".gpu0": 1}
+    began = timezone.now() - timedelta(seconds=30)
+    report_ingest(node, report, now=began)
+    loop = NodeLoop.objects.get(node=node)
+    args = watch.watch_args(node, loop)
+    assert args[:3] == watch.WATCH_ARGS
+    since = datetime.fromisoformat(args[args.index("--since") + 1])
+    assert since == began - timedelta(seconds=watch.SINCE_MARGIN_S)
+    previous = json.loads(args[args.index("--fabric-previous") + 1])
+    assert previous["fabric.nvlink"] == {"nvlink_replay_errors.gpu1": 7}
+    assert previous["fabric.nvswitch"] == {} and "fabric.pcie_aer" not in previous  # ran, nothing counted; skipped
+
+
+def test_the_first_look_at_a_validated_node_reads_the_kernel_log_since_that_validation(loop_settings, act_policy,
+                                                                                       tmp_path):
+    node = _local_node("gpu-validated", standin_agent(tmp_path / "agent"))
+    finished = timezone.now() - timedelta(hours=3)
+    ValidationRun.objects.create(node=node, mode="standard", status=ValidationRun.Status.PASSED, finished=finished)
+    args = watch.watch_args(node, NodeLoop.objects.create(node=node))
+    assert datetime.fromisoformat(args[args.index("--since") + 1]) == finished
