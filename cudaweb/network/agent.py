@@ -58,16 +58,21 @@ def end_run(node, args, budget_s, purpose):
         connection.close()
 
 
+def at_once(fn, calls):
+    """fn(*args) for every args of `calls`, each in its thread, all started before any is waited for."""
+    threads = [threading.Thread(target=fn, args=tuple(args)) for args in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def ends_run(ends, *, budget_s):
-    """Every end {key: (node, args, purpose)} at once, each in its thread; {key: (report or None, error text)}."""
+    """Every end {key: (node, args, purpose)} at once; {key: (report or None, error text)}."""
     results = {}
 
     def one(key, node, args, purpose):
         results[key] = end_run(node, args, budget_s, purpose)
 
-    threads = [threading.Thread(target=one, args=(key,) + end) for key, end in ends.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    at_once(one, [(key,) + end for key, end in ends.items()])
     return results

@@ -10,7 +10,6 @@ bisected for nothing).
 """
 
 import logging
-import threading
 import time
 
 from django.db import connection
@@ -109,11 +108,7 @@ def _round(test, number, units):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=one, args=(i, nodes, role)) for i, (nodes, role) in enumerate(units)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    agent.at_once(one, [(i, nodes, role) for i, (nodes, role) in enumerate(units)])
     return done
 
 

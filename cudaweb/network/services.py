@@ -2,7 +2,6 @@
 at the same time (gloo over TCP; NCCL too where the nodes have GPUs), each failure named."""
 
 import logging
-import threading
 import time
 
 from django.db import connection, transaction
@@ -123,11 +122,7 @@ def network_test_execute(*, test_id):
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=one, args=pair) for pair in round_]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        agent.at_once(one, round_)
         stored.extend(done)
     suspects = suspects_of(stored)
     failed = [p for p in stored if p.status == PairResult.Status.FAIL]
