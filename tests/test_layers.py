@@ -1,5 +1,6 @@
-"""The arrows between the packages run one way (docs/adr/0004-one-way-layers.md), and the agent stays free of the
-dashboard. Imports inside functions count; migrations do not."""
+"""The arrows between the packages run one way (docs/adr/0004-one-way-layers.md), the modules inside an app import
+each other without a circle (docs/adr/0027-one-way-inside-an-app.md), and the agent stays free of the dashboard.
+Imports inside functions count; migrations do not."""
 
 import ast
 import sys
@@ -7,8 +8,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Lowest first. An app may import the apps of lower levels only; apps on one level do not import each other.
-LEVELS = (("accounts",), ("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network"), ("hooks",),
-          ("health",), ("fleet", "api"))
+# common is no app: what several layers need (the database retry, the broker, queueing a task by name).
+LEVELS = (("common",), ("accounts",), ("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network"),
+          ("hooks",), ("health",), ("fleet", "api"))
 AGENT_MAY_IMPORT = {"agents", "torch", "pynvml"}
 
 
@@ -42,6 +44,101 @@ def _app_arrows():
                 if parts[0] == "cudaweb" and len(parts) > 1 and parts[1] in apps and parts[1] != app:
                     arrows.setdefault((app, parts[1]), path.relative_to(REPO))
     return apps, arrows
+
+
+def _module_arrows():
+    """{module: the modules of cudaweb it imports, anywhere in it}, each named by its dotted path."""
+    modules = {}
+    for path in _sources(REPO / "cudaweb"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return {name: {other for other in _imports(path) if other in modules and other != name}
+            for name, path in modules.items()}
+
+
+def _circles(arrows):
+    """The sets of two or more nodes that reach each other (strongly connected components), each sorted."""
+    order, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(start):  # Tarjan's algorithm, iterative: no recursion limit to meet
+        work = [(start, iter(sorted(arrows.get(start, ()))))]
+        order[start] = low[start] = len(order)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in order:
+                    order[target] = low[target] = len(order)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(arrows.get(target, ())))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], order[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == order[node]:
+                    circle = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        circle.append(member)
+                        if member == node:
+                            break
+                    if len(circle) > 1:
+                        circles.append(sorted(circle))
+
+    for node in sorted(arrows):
+        if node not in order:
+            visit(node)
+    return sorted(circles)
+
+
+def test_the_circle_finder_finds_circles():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_inside_an_app():
+    """Tasks -> services -> queue and models, never back: a service queues a task by its registered name."""
+    arrows = _module_arrows()
+    assert len(arrows) > 100 and "cudaweb.validation.services" in arrows["cudaweb.validation.tasks"]
+    circles = ["{%s}" % ", ".join(circle) for circle in _circles(arrows)]  # each reaches every other of its set
+    assert circles == [], "import circles:\n" + "\n".join(circles)
+
+
+def test_no_module_imports_a_tasks_module():
+    """The tasks are the top floor of their app: Celery finds them, services queue them by name (common.dispatch)."""
+    arrows = _module_arrows()
+    importers = sorted("%s -> %s" % (name, other) for name, others in arrows.items() for other in others
+                       if other.endswith(".tasks") and not name.endswith(".tasks"))
+    assert importers == []
+
+
+def test_every_task_queued_by_name_is_registered():
+    """A name a module hands to common.dispatch (a module constant ending in a task's name) is a registered task."""
+    from cudaweb.celery import app
+
+    app.autodiscover_tasks(force=True)
+    named = set()
+    for path in _sources(REPO / "cudaweb"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cudaweb.") \
+                    and ".tasks." in node.value and " " not in node.value:
+                named.add(node.value)
+    assert len(named) >= 6
+    assert sorted(named - set(app.tasks)) == []
+
+
+def test_no_import_circle_between_apps():
+    _, arrows = _app_arrows()
+    graph = {}
+    for a, b in arrows:
+        graph.setdefault(a, set()).add(b)
+    assert _circles(graph) == []
 
 
 def test_every_app_has_a_level():

@@ -102,7 +102,9 @@ def _gpu(nv, index):
     return row, q, apps
 
 
-def read():
+def session(query):
+    """query(pynvml) between NVML's init and shutdown: its facts, or {"error": ..., "message": ...} when pynvml is
+    missing, NVML cannot start or a query fails. The frame of every NVML child (this module, nvml_fabric)."""
     try:
         import pynvml as nv
     except ImportError as exc:
@@ -112,16 +114,7 @@ def read():
     except Exception as exc:
         return {"error": "nvml_init_failed", "message": "%s: %s" % (type(exc).__name__, exc)}
     try:
-        cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
-        facts = {"driver_version": _text(nv.nvmlSystemGetDriverVersion()),
-                 "cuda_version": "%d.%d" % (cuda // 1000, cuda % 1000 // 10),
-                 "nvml_version": _get(nv.nvmlSystemGetNVMLVersion), "rows": [], "gpus": [], "apps": []}
-        for index in range(nv.nvmlDeviceGetCount()):
-            row, q, apps = _gpu(nv, index)
-            facts["rows"].append(row)
-            facts["gpus"].append(q)
-            facts["apps"].extend(apps)
-        return facts
+        return query(nv)
     except Exception as exc:
         return {"error": "nvml_query_failed", "message": "%s: %s" % (type(exc).__name__, exc)}
     finally:
@@ -131,5 +124,27 @@ def read():
             pass
 
 
+def print_facts(query):
+    """A child's whole output: one line of JSON, the facts of session(query)."""
+    sys.stdout.write(json.dumps(session(query)) + "\n")
+
+
+def _facts(nv):
+    cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
+    facts = {"driver_version": _text(nv.nvmlSystemGetDriverVersion()),
+             "cuda_version": "%d.%d" % (cuda // 1000, cuda % 1000 // 10),
+             "nvml_version": _get(nv.nvmlSystemGetNVMLVersion), "rows": [], "gpus": [], "apps": []}
+    for index in range(nv.nvmlDeviceGetCount()):
+        row, q, apps = _gpu(nv, index)
+        facts["rows"].append(row)
+        facts["gpus"].append(q)
+        facts["apps"].extend(apps)
+    return facts
+
+
+def read():
+    return session(_facts)
+
+
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(read()) + "\n")
+    print_facts(_facts)

@@ -8,18 +8,15 @@ prints {"error": ...} and the checks fall back to `nvidia-smi nvlink -s / -e` an
 """
 
 import ctypes
-import json
-import sys
+
+from agents.cudaprobe import nvml
+from agents.cudaprobe.nvml import _text
 
 # nvmlDeviceGetNvLinkErrorCounter's counters (nvml.h nvmlNvLinkErrorCounter_t), named as nvidia-smi nvlink -e.
 ERROR_COUNTERS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3), ("ecc_data", 4))
 FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 REMOTE_TYPES = {0: "GPU", 1: "IBMNPU", 2: "NVSwitch", 255: "Unknown"}
 FIELD_LINK_SPEED = 164  # NVML_FI_DEV_NVLINK_GET_SPEED, scoped by link, MB/s
-
-
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _link_speed(nv, handle, link):
@@ -81,37 +78,24 @@ def _fabric(nv, handle):
             "clique_id": int(info.cliqueId), "cluster_uuid": cluster}
 
 
+def _facts(nv):
+    gpus = []
+    for index in range(nv.nvmlDeviceGetCount()):
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+        links = []
+        for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+            entry = _link(nv, handle, link)
+            if entry is None:
+                break
+            links.append(entry)
+        gpus.append({"index": index, "bus_id": _text(nv.nvmlDeviceGetPciInfo(handle).busId),
+                     "name": _text(nv.nvmlDeviceGetName(handle)), "links": links, "fabric": _fabric(nv, handle)})
+    return {"gpus": gpus}
+
+
 def read():
-    try:
-        import pynvml as nv
-    except ImportError as exc:
-        return {"error": "pynvml_missing", "message": str(exc)}
-    try:
-        nv.nvmlInit()
-    except Exception as exc:
-        return {"error": "nvml_init_failed", "message": "%s: %s" % (type(exc).__name__, exc)}
-    try:
-        gpus = []
-        for index in range(nv.nvmlDeviceGetCount()):
-            handle = nv.nvmlDeviceGetHandleByIndex(index)
-            links = []
-            for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
-                entry = _link(nv, handle, link)
-                if entry is None:
-                    break
-                links.append(entry)
-            gpus.append({"index": index, "bus_id": _text(nv.nvmlDeviceGetPciInfo(handle).busId),
-                         "name": _text(nv.nvmlDeviceGetName(handle)), "links": links,
-                         "fabric": _fabric(nv, handle)})
-        return {"gpus": gpus}
-    except Exception as exc:
-        return {"error": "nvml_query_failed", "message": "%s: %s" % (type(exc).__name__, exc)}
-    finally:
-        try:
-            nv.nvmlShutdown()
-        except Exception:
-            pass
+    return nvml.session(_facts)
 
 
 if __name__ == "__main__":
-    sys.stdout.write(json.dumps(read()) + "\n")
+    nvml.print_facts(_facts)

@@ -23,10 +23,6 @@ THROTTLE_REASONS = (
 )
 
 
-def throttle_names(mask):
-    return [name for bit, name in THROTTLE_REASONS if int(mask) & bit]
-
-
 def _thin(points):
     if len(points) <= MAX_POINTS:
         return points

@@ -9,9 +9,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from cudaweb.health import machine, signatures
+from cudaweb.common.dbretry import retrying
+from cudaweb.health import machine, services, signatures
 from cudaweb.health.models import EVIDENCE_CAP, SUMMARY_CAP, HealthEvent, NodeLoop
-from cudaweb.validation.dbretry import retrying
 from cudaweb.validation.hostoutput import text_for_db
 
 MAX_CHECKS = 200
@@ -122,8 +122,6 @@ def report_ingest(node, report, *, now=None):
     """Store a watch report's findings as events and hand the node's state machine what they mean: a hardware
     finding (the root cause among them), else a clean look. Application Xids and observations only add events.
     Returns an Ingested."""
-    from cudaweb.health.services import apply
-
     now = now or timezone.now()
     result = Ingested()
     seen = set()
@@ -147,10 +145,11 @@ def report_ingest(node, report, *, now=None):
     # kept already: a blink here costs no event, and the decision is the same on its second try)
     if result.root_cause:
         cause_event = next(e for e in hardware if e.signature == result.root_cause)
-        result.transition = retrying(apply, node, machine.Stimulus(machine.FINDING, signature=result.root_cause),
+        result.transition = retrying(services.apply, node,
+                                     machine.Stimulus(machine.FINDING, signature=result.root_cause),
                                      event=cause_event, now=now, what="loop decision for %s" % node.name)
     else:
-        result.transition = retrying(apply, node, machine.Stimulus(machine.LOOK, clean=True), now=now,
+        result.transition = retrying(services.apply, node, machine.Stimulus(machine.LOOK, clean=True), now=now,
                                      what="loop decision for %s" % node.name)
     if result.new:
         from cudaweb.hooks.services import loop_webhook

@@ -1,7 +1,7 @@
-"""The ladder's rungs on a node: re-validate (standard or burn-in), GPU reset, reboot through the site's command.
-Each is a LoopAction, claimed PENDING -> RUNNING by one conditional UPDATE (a redelivered task finds it taken),
-with a deadline (the sweep ends a rung past it as timed_out: never started again) and a named outcome, which goes
-back to the state machine."""
+"""The ladder's rungs on a node: re-validate (standard or burn-in), GPU reset, reboot through the site's command. Each
+is a LoopAction (kept and queued by cudaweb.health.actions), claimed PENDING -> RUNNING by one conditional UPDATE (a
+redelivered task finds it taken), with a deadline (the sweep ends a rung past it as timed_out: never started again)
+and a named outcome, which goes back to the state machine."""
 
 import logging
 import shlex
@@ -9,55 +9,21 @@ import subprocess
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from cudaweb.health import machine
+from cudaweb.common.dbretry import retrying
+from cudaweb.health import actions, machine, services
 from cudaweb.health.models import LoopAction
 from cudaweb.hooks.models import HookDelivery
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import TransportError
-from cudaweb.validation.dbretry import retrying
 from cudaweb.validation.models import ValidationRun
-from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
 
 log = logging.getLogger(__name__)
 Status = LoopAction.Status
 OUTCOME_OF = {Status.SUCCEEDED: machine.SUCCEEDED, Status.FAILED: machine.FAILED,
               Status.TIMED_OUT: machine.TIMED_OUT, Status.BUSY: machine.BUSY}
-
-
-def _timeout_s(kind):
-    if kind == machine.RESET:
-        return settings.CUDAWEB_RESET_TIMEOUT_S
-    if kind == machine.REBOOT:
-        return settings.CUDAWEB_REBOOT_TIMEOUT_S
-    mode = "burnin" if kind == machine.REVALIDATE_BURNIN else "standard"
-    return settings.CUDAWEB_AGENT_TIMEOUT[mode] + settings.CUDAWEB_LOOP_ACTION_MARGIN_S
-
-
-def action_start(*, node, kind, key, by, gpu_uuid="", now=None):
-    """Keep the rung (inside the transition's transaction) and queue it once committed. `key` makes a second
-    start of one decision a no-op; the partial unique constraint refuses a second live rung on the node."""
-    now = now or timezone.now()
-    try:
-        with transaction.atomic():
-            action = LoopAction.objects.create(node=node, kind=kind, key=key, requested_by=by, gpu_uuid=gpu_uuid,
-                                               created=now, deadline=now + timedelta(seconds=_timeout_s(kind)))
-    except IntegrityError:
-        log.warning("rung %s on %s not started twice (key %s, or one is live)", kind, node.name, key)
-        return None
-    transaction.on_commit(lambda: action_enqueue(action.id), robust=True)
-    return action
-
-
-def action_enqueue(action_id):
-    from cudaweb.health.tasks import run_action
-
-    try:
-        run_action.apply_async(args=[action_id], retry=True, retry_policy=PUBLISH_RETRY)
-    except BROKER_ERRORS as exc:  # the row stays PENDING: the sweep queues it again
-        log.error("loop action %s could not be queued: %s", action_id, exc)
 
 
 def action_run(action_id):
@@ -90,12 +56,10 @@ def action_finish(action, status, outcome):
 
 @transaction.atomic
 def _action_finish(action, status, outcome):
-    from cudaweb.health.services import apply
-
     ended = LoopAction.objects.filter(id=action.id, status=Status.RUNNING).update(
         status=status, outcome=outcome[:500], finished=timezone.now())
     if ended:
-        apply(action.node, machine.Stimulus(machine.OUTCOME, action=action.kind, outcome=OUTCOME_OF[status]),
+        services.apply(action.node, machine.Stimulus(machine.OUTCOME, action=action.kind, outcome=OUTCOME_OF[status]),
               run=action.run)
     return status if ended else None
 
@@ -193,6 +157,6 @@ def actions_sweep(now=None):
     stale = list(LoopAction.objects.filter(status=Status.PENDING, created__lt=now - timedelta(seconds=60))
                  .values_list("id", flat=True))
     for action_id in stale:
-        action_enqueue(action_id)
+        actions.action_enqueue(action_id)
     return len(late), len(stale)
 

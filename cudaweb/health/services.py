@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cudaweb.accounts import audit
-from cudaweb.health import machine
+from cudaweb.health import actions, machine
 from cudaweb.health.models import Breaker, LoopAction, NodeLoop, Transition
 from cudaweb.health.policy import policy_of
 from cudaweb.health.signals import node_sent_to_rma
@@ -175,9 +175,7 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
         transaction.on_commit(lambda: node_sent_to_rma.send(sender=NodeLoop, node_id=node.id,
                                                             transition_id=transition.id), robust=True)
     if decision.action:
-        from cudaweb.health.remediation import action_start
-
-        action_start(node=node, kind=decision.action, key="%s:%d" % (node.id, version), by=by,
+        actions.action_start(node=node, kind=decision.action, key="%s:%d" % (node.id, version), by=by,
                      gpu_uuid=_gpu_of(node, new.root_cause or row.root_cause), now=now)
     if new.state != from_state:
         hooks.loop_webhook(event="node_state", node=node, headline="is %s (was %s)" % (new.state, from_state),

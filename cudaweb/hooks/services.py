@@ -10,6 +10,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from cudaweb.common import dispatch
+from cudaweb.common.broker import BROKER_ERRORS, PUBLISH_RETRY
 from cudaweb.hooks import kubernetes, payloads, slurm, webhook
 from cudaweb.hooks.errors import Permanent, Transient
 from cudaweb.hooks.models import HookDelivery
@@ -19,10 +21,10 @@ from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports.base import AuthFailed, TransportError
 from cudaweb.validation.gpus import runs_gpus
 from cudaweb.validation.models import ValidationRun
-from cudaweb.validation.queue import BROKER_ERRORS, PUBLISH_RETRY
 
 log = logging.getLogger(__name__)
 Kind, Event, Status = HookDelivery.Kind, HookDelivery.Event, HookDelivery.Status
+DELIVER = "cudaweb.hooks.tasks.deliver"
 
 
 def delivery_create(*, kind, event, payload, node=None, run=None, url=""):
@@ -36,10 +38,9 @@ def delivery_create(*, kind, event, payload, node=None, run=None, url=""):
 
 
 def delivery_enqueue(*, delivery_id, countdown=None):
-    from cudaweb.hooks.tasks import deliver
-
     try:
-        deliver.apply_async(args=[delivery_id], countdown=countdown, retry=True, retry_policy=PUBLISH_RETRY)
+        dispatch.task(DELIVER).apply_async(args=[delivery_id], countdown=countdown, retry=True,
+                                           retry_policy=PUBLISH_RETRY)
     except BROKER_ERRORS as exc:
         # The row stays PENDING with the reason; the run or decision it tells of is not undone for a webhook.
         HookDelivery.objects.filter(id=delivery_id).update(last_error="could not be queued (the sweep tries again): %s"

@@ -10,22 +10,15 @@ bisected for nothing).
 """
 
 import logging
-import threading
 import time
 
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from cudaweb.network import bisection
+from cudaweb.network import agent, bisection
 from cudaweb.network.bisection import slow_units  # noqa: F401 (the judging, for callers of this module)
 from cudaweb.network.models import CollectiveResult, NetworkTest
 from cudaweb.nodes.models import FabricExpectation
-from cudaweb.remote import bundle
-from cudaweb.remote.connect import transport_for
-from cudaweb.remote.transports.base import TransportError
-from cudaweb.validation import dbretry
-from cudaweb.validation.reports import ReportError, parse_report
 
 log = logging.getLogger(__name__)
 AGENT_BUDGET_S = 180
@@ -35,31 +28,6 @@ EVIDENCE_CAP = 4000
 # bench/allreduce_bisect.py measures it again (its healthy row); a cluster whose gloo reaches less than half of it
 # is judged slow and bisected.
 GLOO_LINE_SHARE = 0.112
-
-
-def _agent(node, rank, world, master, results):
-    """Run rank `rank` of the collective on `node`; results[node.name] = (report or None, error text)."""
-    args = ["--mode", "quick", "--json", "--exit-with-stdin", "--only", "comm.peer", "--world", str(world),
-            "--rank", str(rank), "--master", "%s:%d" % master, "--peer-timeout", str(settings.CUDAWEB_PAIR_TIMEOUT_S)]
-    env = dict(node.agent_env() or {})
-    if node.network_interface:
-        env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
-    try:
-        payload, digest = bundle.build()
-        # the host-key read and the credential's audit row ride over a database blink, as a run's do
-        with dbretry.retrying(transport_for, node, purpose="network test all-reduce (rank %d of %d)" % (rank, world),
-                              what="connection to %s" % node.name) as transport:
-            path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
-        results[node.name] = (parse_report(result.stdout), "")
-    except (TransportError, ReportError, ValueError) as exc:
-        results[node.name] = (None, "%s: %s" % (type(exc).__name__, exc))
-    finally:
-        connection.close()
-
-
-def _peer_check(report):
-    return next((c for c in (report or {}).get("checks", []) if c["id"] == "comm.peer"), None)
 
 
 def expected_gbs(nodes, checks, backend):
@@ -79,16 +47,14 @@ def expected_gbs(nodes, checks, backend):
 
 def collective_outcome(nodes, results):
     """The fields of a CollectiveResult from every rank's result {name: (report or None, error text)}."""
-    from cudaweb.network.services import FAILURES
-
-    checks = [_peer_check(results[node.name][0]) for node in nodes]
+    checks = [agent.peer_check(results[node.name][0]) for node in nodes]
     errors = ["%s: %s" % (node.name, results[node.name][1]) for node in nodes if results[node.name][1]]
     failure, reason = "", ""
     if errors:
         failure, reason = "node never came", "; ".join(errors)
     elif not all(c and c["status"] == "pass" for c in checks):
         signatures = [s for c in checks for s in ((c or {}).get("signatures") or [])]
-        failure = next((name for signature, name in FAILURES if signature in signatures), "all-reduce failed")
+        failure = next((name for signature, name in agent.FAILURES if signature in signatures), "all-reduce failed")
         reason = "; ".join("%s (rank %d): %s" % (node.name, rank, (check or {}).get("summary", "no comm.peer"))
                            for rank, (node, check) in enumerate(zip(nodes, checks)) if not check or
                            check["status"] != "pass")
@@ -110,17 +76,10 @@ def collective_outcome(nodes, results):
 
 def collective_run(*, test, round_number, nodes, slot, role):
     """One all-reduce over `nodes` (rank 0 first, its node listens), every rank started at once; the stored row."""
-    head = nodes[0]
-    span = max(2, head.pair_port_max - head.pair_port_min)
-    port = head.pair_port_min + (2 * slot) % span  # gloo on port, NCCL on port + 1
-    master = ("127.0.0.1" if head.is_local else head.address, port)
-    results, started = {}, time.monotonic()
-    threads = [threading.Thread(target=_agent, args=(node, rank, len(nodes), master, results))
-               for rank, node in enumerate(nodes)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    master, started, world = agent.master_of(nodes[0], slot), time.monotonic(), len(nodes)
+    results = agent.ends_run({node.name: (node, agent.peer_args(master, "--world", str(world), "--rank", str(rank)),
+                                          "network test all-reduce (rank %d of %d)" % (rank, world))
+                              for rank, node in enumerate(nodes)}, budget_s=AGENT_BUDGET_S)
     fields = collective_outcome(nodes, results)
     return CollectiveResult.objects.create(test=test, round=round_number, members=[n.name for n in nodes], role=role,
                                            duration_s=round(time.monotonic() - started, 2), **fields)
@@ -149,11 +108,7 @@ def _round(test, number, units):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=one, args=(i, nodes, role)) for i, (nodes, role) in enumerate(units)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    agent.at_once(one, [(i, nodes, role) for i, (nodes, role) in enumerate(units)])
     return done
 
 

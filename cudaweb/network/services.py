@@ -2,102 +2,55 @@
 at the same time (gloo over TCP; NCCL too where the nodes have GPUs), each failure named."""
 
 import logging
-import threading
 import time
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from cudaweb.accounts import audit
-from cudaweb.network import collective, plans
+from cudaweb.common import dispatch
+from cudaweb.network import agent, collective, plans
 from cudaweb.network.models import NetworkTest, PairResult
-from cudaweb.remote import bundle
-from cudaweb.remote.connect import transport_for
-from cudaweb.remote.transports.base import TransportError
-from cudaweb.validation import dbretry, queue
-from cudaweb.validation.reports import ReportError, parse_report
 
 log = logging.getLogger(__name__)
 AGENT_BUDGET_S = 120
 EVIDENCE_CAP = 4000
 LOOPBACK = "remote=[127.0.0.1]"
-# The agent's signatures -> the failure the matrix names; the first found wins (the connecting side first).
-FAILURES = (
-    ("bad_interface", "wrong interface"),
-    ("nccl_bad_interface", "wrong interface"),
-    ("nccl_no_route", "no route to the peer"),
-    ("nccl_peer_unreachable", "port closed on the peer"),
-    ("rendezvous_port_in_use", "port in use"),
-    ("peer_timeout", "peer never answered (port blocked, or it never came)"),
-)
+TASK = "cudaweb.network.tasks.run_network_test"
+FAILURES = agent.FAILURES  # the names a PairResult's failure takes (its field's help text points here)
+
 
 
 def network_test_request(*, nodes, requested_by=None, plan=None):
     """A network test of `nodes` (two or more), queued once the transaction commits. Raises
-    queue.BrokerUnavailable, keeping nothing, when the task queue does not answer."""
-    from cudaweb.network.tasks import run_network_test
-
+    BrokerUnavailable, keeping nothing, when the task queue does not answer."""
     nodes = list(nodes)
     if len(nodes) < 2:
         raise ValueError("a network test needs two nodes or more")
     test = NetworkTest.objects.create(plan=plan or plans.plan_for(len(nodes)), requested_by=requested_by)
     test.nodes.set(nodes)
     names = [node.name for node in nodes[:50]]
-    transaction.on_commit(lambda: _enqueue_or_forget(test, run_network_test, requested_by, names))
+    transaction.on_commit(lambda: _enqueue_or_forget(test, requested_by, names))
     return test
 
 
-def _enqueue_or_forget(test, task, requested_by, names):
-    """Queue the test's task, then record the request; with the task queue down, raise queue.BrokerUnavailable
-    and keep no test (and no audit row naming it)."""
+def _enqueue_or_forget(test, requested_by, names):
+    """Queue the test's task, then record the request; with the task queue down, raise BrokerUnavailable and keep
+    no test (and no audit row naming it)."""
     try:
-        task.apply_async(args=[str(test.id)], retry=True, retry_policy=queue.PUBLISH_RETRY)
-    except queue.BROKER_ERRORS as exc:
+        dispatch.publish(TASK, args=[str(test.id)])
+    except dispatch.BrokerUnavailable:
         NetworkTest.objects.filter(id=test.id, status=NetworkTest.Status.PENDING).delete()
-        raise queue.BrokerUnavailable("the task queue (Redis) does not answer: %s" % exc) from exc
+        raise
     audit.record("network_test.requested", actor=requested_by, obj=test, plan=test.plan, nodes=names)
-
-
-def _agent(node, role, master, results, key):
-    """Run the agent's pair mode on `node`; results[key] = (report or None, error text)."""
-    args = ["--mode", "quick", "--json", "--exit-with-stdin", "--only", "comm.peer", "--peer-role", role,
-            "--master", "%s:%d" % master, "--peer-timeout", str(settings.CUDAWEB_PAIR_TIMEOUT_S)]
-    env = dict(node.agent_env() or {})
-    if node.network_interface:
-        env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
-    try:
-        payload, digest = bundle.build()
-        # the host-key read and the credential's audit row ride over a database blink, as a run's do
-        with dbretry.retrying(transport_for, node, purpose="network test pair (%s)" % role,
-                              what="connection to %s" % node.name) as transport:
-            path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, path, args, AGENT_BUDGET_S, env=env or None)
-        results[key] = (parse_report(result.stdout), "")
-    except (TransportError, ReportError, ValueError) as exc:
-        results[key] = (None, "%s: %s" % (type(exc).__name__, exc))
-    finally:
-        connection.close()
-
-
-def _peer_check(report):
-    if report is None:
-        return None
-    return next((c for c in report["checks"] if c["id"] == "comm.peer"), None)
 
 
 def pair_run(*, test, round_number, node_a, node_b):
     """Both ends of one pair at once; the stored PairResult."""
-    span = max(2, node_a.pair_port_max - node_a.pair_port_min)
-    port = node_a.pair_port_min + (2 * round_number) % span  # gloo on port, NCCL on port + 1
-    master = ("127.0.0.1" if node_a.is_local else node_a.address, port)
-    results, started = {}, time.monotonic()
-    threads = [threading.Thread(target=_agent, args=(node, role, master, results, role))
-               for node, role in ((node_a, "rank0"), (node_b, "rank1"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    master, started = agent.master_of(node_a, round_number), time.monotonic()
+    results = agent.ends_run({role: (node, agent.peer_args(master, "--peer-role", role),
+                                     "network test pair (%s)" % role)
+                              for node, role in ((node_a, "rank0"), (node_b, "rank1"))}, budget_s=AGENT_BUDGET_S)
     fields = pair_outcome(node_a, node_b, results)
     return PairResult.objects.create(test=test, round=round_number, node_a=node_a, node_b=node_b,
                                      duration_s=round(time.monotonic() - started, 2), **fields)
@@ -106,7 +59,7 @@ def pair_run(*, test, round_number, node_a, node_b):
 def pair_outcome(node_a, node_b, results):
     """What one pair showed, from both ends' results {"rank0" | "rank1": (report or None, error text)}: its
     status, the failure named, the figures and the evidence (the PairResult's fields)."""
-    checks = {role: _peer_check(results[role][0]) for role in ("rank0", "rank1")}
+    checks = {role: agent.peer_check(results[role][0]) for role in ("rank0", "rank1")}
     signatures = [s for role in ("rank1", "rank0") for s in ((checks[role] or {}).get("signatures") or [])]
     failure, reason = "", ""
     ends = ((node_a.name, "rank0"), (node_b.name, "rank1"))
@@ -114,7 +67,7 @@ def pair_outcome(node_a, node_b, results):
         failure = "peer never came"
         reason = "; ".join("%s: %s" % (name, results[role][1]) for name, role in ends if results[role][1])
     elif not all(c and c["status"] == "pass" for c in checks.values()):
-        failure = next((name for signature, name in FAILURES if signature in signatures), "pair test failed")
+        failure = next((name for signature, name in agent.FAILURES if signature in signatures), "pair test failed")
         reason = "; ".join("%s (%s): %s" % (name, role, (checks[role] or {}).get("summary", "no comm.peer"))
                            for name, role in ends)
     metrics = (checks["rank0"] or {}).get("metrics") or {}
@@ -169,11 +122,7 @@ def network_test_execute(*, test_id):
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=one, args=pair) for pair in round_]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        agent.at_once(one, round_)
         stored.extend(done)
     suspects = suspects_of(stored)
     failed = [p for p in stored if p.status == PairResult.Status.FAIL]

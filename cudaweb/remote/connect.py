@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from cudaweb.accounts import audit
+from cudaweb.common import dbretry, dispatch
 from cudaweb.nodes import addresses
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.keyfiles import KeyFileRefused
@@ -14,6 +15,8 @@ from cudaweb.nodes.models import HostKey, Node
 from cudaweb.remote.transports import base, ssh
 from cudaweb.remote.transports.local import LocalTransport
 from cudaweb.remote.transports.ssh import SSHTransport
+
+FETCH_HOST_KEY = "cudaweb.remote.tasks.fetch_host_key"
 
 
 def reachable_address(address, port):
@@ -37,7 +40,13 @@ def reachable_address(address, port):
 def transport_for(node, *, purpose="", on_behalf_of=None):
     """The transport that reaches `node`: local for the dashboard's own host, else SSH pinned to the accepted key.
     Using the node's stored SSH credential goes to the audit log, with `purpose` (e.g. the run) and the user it
-    serves."""
+    serves. Reading the accepted host key and writing the audit row ride over a dropped database connection
+    (cudaweb.common.dbretry), for every caller."""
+    return dbretry.retrying(_transport_for, node, purpose=purpose, on_behalf_of=on_behalf_of,
+                            what="connection to %s%s" % (node.name, " (%s)" % purpose if purpose else ""))
+
+
+def _transport_for(node, *, purpose, on_behalf_of):
     if node.is_local:
         return LocalTransport(settings.CUDAWEB_AGENT_CACHE_DIR, settings.CUDAWEB_OUTPUT_CAP)
     host_key = HostKey.objects.filter(node=node, accepted_at__isnull=False).first()
@@ -66,11 +75,9 @@ class QueueDown(Exception):
 def host_key_request(*, node, user=None):
     """Ask a worker to read `node`'s host key (remote.tasks.fetch_host_key); the node page shows the key, or
     why it could not be read, when the worker is done. No connection is made from the web request."""
-    from cudaweb.remote.tasks import fetch_host_key
-
     Node.objects.filter(id=node.id).update(contact_requested=timezone.now(), contact_error="")
     try:
-        fetch_host_key.apply_async(args=[str(node.id), user.pk if user else None], retry=False)
+        dispatch.task(FETCH_HOST_KEY).apply_async(args=[str(node.id), user.pk if user else None], retry=False)
     except Exception as exc:  # kombu / redis errors: whatever the broker raised, nothing was queued
         Node.objects.filter(id=node.id).update(contact_requested=None)
         raise QueueDown("the task queue (Redis) does not answer: %s" % exc) from None

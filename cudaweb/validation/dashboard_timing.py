@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import DatabaseError
 from django.utils import timezone
 
-from cudaweb.validation import dbretry
+from cudaweb.common import dbretry
 
 log = logging.getLogger(__name__)
 

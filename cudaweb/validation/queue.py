@@ -1,26 +1,22 @@
-"""Putting a run's task on the Celery queue, and asking the broker whether it still holds one."""
+"""Putting a run's task on the Celery queue (by the task's registered name: this module imports no task), and
+asking the broker whether it still holds one."""
 
 import base64
 import json
 import logging
 
-import kombu.exceptions
-import redis.exceptions
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from cudaweb.common import dispatch
+from cudaweb.common.broker import BROKER_ERRORS, PUBLISH_RETRY, BrokerUnavailable, broker_client  # noqa: F401
 from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
-BROKER_ERRORS = (kombu.exceptions.OperationalError, redis.exceptions.RedisError, OSError)
-# Give up on a broker that does not answer within a few seconds: a page or a command waits for this.
-PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
 FANOUT_CHUNK = 250  # run ids per such task
-
-
-class BrokerUnavailable(Exception):
-    """The task queue does not answer: nothing was queued."""
+EXECUTE_RUN = "cudaweb.validation.tasks.execute_run"
+ENQUEUE_RUNS = "cudaweb.validation.tasks.enqueue_runs"
 
 
 def enqueue(run, budget_s):
@@ -32,10 +28,10 @@ def enqueue_many(runs_and_budgets):
     """Queue runs' tasks over one broker connection (a task's id is its run's id, so the broker can be asked for
     it); count each attempt in one update."""
     from cudaweb.celery import app
-    from cudaweb.validation.tasks import execute_run
 
     if not runs_and_budgets:
         return
+    execute_run = dispatch.task(EXECUTE_RUN)
     try:
         with app.producer_or_acquire() as producer:
             for run, budget_s in runs_and_budgets:
@@ -58,9 +54,9 @@ def enqueue_fanout(runs):
     (queue.enqueue_many). A rack-wide request then answers in the time of a few publishes, not one per node. The
     runs' ids are in those messages, so broker_holds (and the reaper) count them as held until they are queued."""
     from cudaweb.celery import app
-    from cudaweb.validation.tasks import enqueue_runs
 
     ids = [str(run.id) for run in runs]
+    enqueue_runs = dispatch.task(ENQUEUE_RUNS)
     try:
         with app.producer_or_acquire() as producer:
             for start in range(0, len(ids), FANOUT_CHUNK):
@@ -155,16 +151,6 @@ def _readable(message):
 WORKER_HEARTBEAT_KEY = "cudaweb:worker-heartbeat"
 WORKER_HEARTBEAT_EVERY_S = 15
 WORKER_HEARTBEAT_TTL_S = 60
-
-
-def broker_client(*, timeout_s=1.0):
-    """A plain Redis client on the broker with short timeouts, for probes and metrics that must never hang on a
-    Redis that is down (the caller closes it)."""
-    import redis
-    from django.conf import settings
-
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=timeout_s,
-                                socket_connect_timeout=timeout_s)
 
 
 def queue_depth(client):

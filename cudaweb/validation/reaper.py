@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from cudaweb.validation import dbretry, queue, report_spool, reports
+from cudaweb.common import dbretry
+from cudaweb.validation import queue, report_spool, reports
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.services import run_finish, run_store_report, task_budget_s
 

@@ -10,6 +10,7 @@ from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.validation import burnin
 from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.services import run_request
 
 TASK = "cudaweb.validation.tasks.revalidate"
 PREFIX = "cudaweb revalidate "
@@ -56,8 +57,6 @@ def schedule_delete(*, schedule_id):
 
 def revalidate(*, mode, node_id=None, label="", burnin_seconds=None):
     """Request a scheduled run for each target node that can be reached and is not busy or quarantined."""
-    from cudaweb.validation.services import run_request
-
     nodes = Node.objects.filter(id=node_id) if node_id else nodes_with_label(label)
     busy = set(ValidationRun.objects.filter(node__in=nodes, status__in=ValidationRun.LIVE)
                .values_list("node_id", flat=True))

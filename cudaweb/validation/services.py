@@ -16,7 +16,8 @@ from cudaweb.nodes.models import Node
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
 from cudaweb.remote.transports import base
-from cudaweb.validation import burnin, dashboard_timing, dbretry, hostoutput, queue, report_spool, retries
+from cudaweb.common import dbretry
+from cudaweb.validation import burnin, dashboard_timing, hostoutput, queue, report_spool, retries
 from cudaweb.validation.fabric import fabric_agent_args
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.reports import ReportError, parse_report
@@ -264,10 +265,9 @@ def run_execute(*, run_id):
 
 
 def _transport(run, *, purpose):
-    """The run's transport to its node. Reaching an SSH node reads its accepted host key and writes the credential's
-    audit row: those ride over a dropped connection like the run's other reads and writes."""
-    return dbretry.retrying(transport_for, run.node, purpose=purpose, on_behalf_of=run.requested_by,
-                            what="connection of run %s" % run.id)
+    """The run's transport to its node, on behalf of whoever asked for the run (transport_for rides over a dropped
+    database connection like the run's other reads and writes)."""
+    return transport_for(run.node, purpose=purpose, on_behalf_of=run.requested_by)
 
 
 def _run_prepare(*, run_id):

@@ -1,4 +1,5 @@
-"""Celery tasks: thin wrappers that take ids and call the services."""
+"""Celery tasks, the entry points of the validation app: thin wrappers that take ids and call the services, the
+reaper and the schedules (which queue tasks by their registered names, never importing this module)."""
 
 import logging
 
@@ -12,7 +13,8 @@ from celery.signals import task_failure, task_postrun, task_prerun, worker_ready
 from django.conf import settings
 from django.db import close_old_connections
 
-from cudaweb.validation import dbretry, queue, reaper, report_spool, services
+from cudaweb.common import dbretry
+from cudaweb.validation import queue, reaper, report_spool, schedules, services
 from cudaweb.validation.models import ValidationRun
 
 log = logging.getLogger(__name__)
@@ -51,8 +53,6 @@ def enqueue_runs(run_ids):
 @shared_task
 def revalidate(mode="standard", node_id=None, label="", burnin_seconds=None):
     """Beat's entry for scheduled revalidation (cudaweb.validation.schedules)."""
-    from cudaweb.validation import schedules
-
     return [str(run.id) for run in schedules.revalidate(mode=mode, node_id=node_id, label=label,
                                                         burnin_seconds=burnin_seconds)]
 

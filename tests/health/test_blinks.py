@@ -4,7 +4,7 @@ on a new connection."""
 
 import pytest
 
-from cudaweb.health import machine, remediation, services
+from cudaweb.health import actions, machine, remediation, services
 from cudaweb.health.ingest import report_ingest
 from cudaweb.health.models import LoopAction, LoopPolicy, NodeLoop, Transition
 from cudaweb.hooks.models import HookDelivery
@@ -20,7 +20,7 @@ def remediating(loop_settings, tmp_path, settings, monkeypatch):
     postgres_only()
     # The test runs each rung itself: a worker of another test still up must not take them from the broker (it ran
     # the revalidation beside the teardown's flush, which then deadlocked on PostgreSQL)
-    monkeypatch.setattr(remediation, "action_enqueue", lambda action_id: None)
+    monkeypatch.setattr(actions, "action_enqueue", lambda action_id: None)
     settings.CUDAWEB_DB_RETRY_S, settings.CUDAWEB_DB_RETRY_FIRST_S = 5, 0.05
     smi, log = standin_nvidia_smi(tmp_path)
     loop_settings.CUDAWEB_NVIDIA_SMI = [str(smi)]

@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from cudaweb.api.selectors import run_detail as api_run_detail
 from cudaweb.nodes.models import Node
-from cudaweb.validation import dbretry, reaper, report_spool, services
+from cudaweb.common import dbretry
+from cudaweb.validation import reaper, report_spool, services
 from cudaweb.validation.models import CheckResult, ValidationRun
 from tests.conftest import user_with_role
 
@@ -215,16 +216,15 @@ def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_creden
 
 
 def test_a_network_test_reaching_its_node_in_a_blink_gets_as_far_as_the_node():
-    """The pair test's and the all-reduce's ends read the host key and audit the credential too: over a dropped
-    connection they reach the node (here a port where nothing listens: the transport's own error, kept as the
-    end's result), not an exception that leaves the end without one."""
+    """A network test's ends (a pair's and an all-reduce's, one runner) read the host key and audit the credential
+    too: over a dropped connection they reach the node (here a port where nothing listens: the transport's own
+    error, kept as the end's result), not an exception that leaves the end without one."""
     postgres_only()
     import socket
 
     import paramiko
 
-    from cudaweb.network import collective
-    from cudaweb.network import services as network_services
+    from cudaweb.network import agent
     from cudaweb.nodes.models import HostKey, SSHCredential
 
     with socket.socket() as probe:
@@ -239,9 +239,8 @@ def test_a_network_test_reaching_its_node_in_a_blink_gets_as_far_as_the_node():
     HostKey.objects.create(node=node, key_type="ssh-rsa", key_base64=host_key.get_base64(), fingerprint_sha256="x",
                            accepted_at=timezone.now())
     results = {}
-    drop_my_connection()
-    network_services._agent(node, "rank0", ("127.0.0.1", 1), results, "a")
-    drop_my_connection()
-    collective._agent(node, 0, 2, ("127.0.0.1", 1), results)
-    assert results["a"][0] is None and results["a"][1] and results["pair1"][0] is None and results["pair1"][1]
-    assert "OperationalError" not in results["a"][1] + results["pair1"][1]
+    for key, placing in (("pair", ("--peer-role", "rank0")), ("rank", ("--world", "2", "--rank", "0"))):
+        drop_my_connection()  # in this thread, as the end runs here (ends_run gives each end its own thread)
+        results[key] = agent.end_run(node, agent.peer_args(("127.0.0.1", 1), *placing), 30, "network test")
+    assert results["pair"][0] is None and results["pair"][1] and results["rank"][0] is None and results["rank"][1]
+    assert "OperationalError" not in results["pair"][1] + results["rank"][1]

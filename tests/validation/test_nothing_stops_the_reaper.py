@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from cudaweb.drift.models import PeerBand
 from cudaweb.nodes.models import Node
-from cudaweb.validation import dbretry, queue, reaper, report_spool, services
+from cudaweb.common import dbretry
+from cudaweb.validation import queue, reaper, report_spool, services
 from cudaweb.validation.models import CheckResult, ValidationRun
 from tests.conftest import _database_url, wait_for_terminal
 from tests.services import REPO

@@ -74,23 +74,27 @@ def driver_nvidia_smi(ctx):
                   evidence=result.stdout)
 
 
-def _nvml(ctx):
-    """NVML's facts (agents.cudaprobe.nvml, in a child under a budget), or a dict with "error" saying why not.
-
-    CUDAPROBE_NVML=0 turns NVML off (nvidia-smi only)."""
-    if "nvml" not in ctx.facts:
+def nvml_child(ctx, module, key):
+    """The facts NVML gives through `module` (run as a child, `python -m module`, under the driver query's budget,
+    so that a hung driver call is killed like any other), kept in ctx.facts[key]; or a dict with "error" saying
+    why not. CUDAPROBE_NVML=0 turns NVML off (nvidia-smi only)."""
+    if key not in ctx.facts:
         if ctx.environ.get("CUDAPROBE_NVML") == "0":
-            ctx.facts["nvml"] = {"error": "nvml_disabled", "message": "CUDAPROBE_NVML=0"}
+            ctx.facts[key] = {"error": "nvml_disabled", "message": "CUDAPROBE_NVML=0"}
         else:
-            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml"], _driver_query_limit(ctx),
-                              env=children.child_env(ctx))
+            result = proc.run([sys.executable, "-m", module], _driver_query_limit(ctx), env=children.child_env(ctx))
             try:
                 facts = json.loads(result.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
                 facts = {"error": "nvml_hang" if result.timed_out else "nvml_unreadable",
                          "message": result.combined()[:500]}
-            ctx.facts["nvml"] = facts
-    return ctx.facts["nvml"]
+            ctx.facts[key] = facts
+    return ctx.facts[key]
+
+
+def _nvml(ctx):
+    """NVML's L1 facts (agents.cudaprobe.nvml), or a dict with "error" saying why not."""
+    return nvml_child(ctx, "agents.cudaprobe.nvml", "nvml")
 
 
 @check("driver.version", "L1", "Driver version and the CUDA version it supports", requires=["driver.nvidia_smi"],

@@ -9,10 +9,9 @@ under CUDAPROBE_SYSFS (agents.cudaprobe.sysfs).
 import json
 import os
 import re
-import sys
 
-from agents.cudaprobe import children, counters, fabric_expectations, nvsmi, nvsmi_fabric, proc, sysfs
-from agents.cudaprobe.checks.driver import DMESG_TIME, _boot_time, _driver_query_limit, _since, _smi
+from agents.cudaprobe import counters, fabric_expectations, nvsmi, nvsmi_fabric, proc, sysfs
+from agents.cudaprobe.checks.driver import DMESG_TIME, _boot_time, _since, _smi, nvml_child
 from agents.cudaprobe.model import failed, passed, skipped, warned
 from agents.cudaprobe.registry import IN_WATCH_TOO, check
 
@@ -22,20 +21,8 @@ ROCE_MIN_MTU = 4200  # a RoCE path MTU of 4096 fits only in an interface MTU of 
 
 
 def _nvml_fabric(ctx):
-    """NVML's NVLink and fabric facts, or {"error": ...} (CUDAPROBE_NVML=0 turns NVML off)."""
-    if "nvml_fabric" not in ctx.facts:
-        if ctx.environ.get("CUDAPROBE_NVML") == "0":
-            ctx.facts["nvml_fabric"] = {"error": "nvml_disabled"}
-        else:
-            result = proc.run([sys.executable, "-m", "agents.cudaprobe.nvml_fabric"], _driver_query_limit(ctx),
-                              env=children.child_env(ctx))
-            try:
-                facts = json.loads(result.stdout.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                facts = {"error": "nvml_hang" if result.timed_out else "nvml_unreadable",
-                         "message": result.combined()[:500]}
-            ctx.facts["nvml_fabric"] = facts
-    return ctx.facts["nvml_fabric"]
+    """NVML's NVLink and fabric facts (agents.cudaprobe.nvml_fabric), or {"error": ...}."""
+    return nvml_child(ctx, "agents.cudaprobe.nvml_fabric", "nvml_fabric")
 
 
 def _links_via_smi(ctx):

@@ -10,10 +10,11 @@ from django.core.management.base import BaseCommand
 from django.db.models import Q
 
 from cudaweb.cli import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_PASS, InputError, dashboard_or_exit
+from cudaweb.common import dbretry
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.root_cause import run_root_cause
-from cudaweb.validation import burnin, dbretry, junit
+from cudaweb.validation import burnin, junit
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.services import run_request, task_budget_s

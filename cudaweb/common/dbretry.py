@@ -6,13 +6,15 @@ CUDAWEB_DB_RETRY_S have passed; then the last error is raised. Inside a transact
 connection cannot be replaced there): the caller retries the whole transaction, so wrap the outermost call.
 The function retried must be safe to run twice (a conditional update, an idempotent store)."""
 
-import functools
 import logging
 import random
 import time
+from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
+
+from cudaweb.common import broker
 
 log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, InterfaceError)
@@ -32,34 +34,28 @@ def away_note():
     if now - _away["shared"] < AWAY_NOTE_EVERY_S:
         return
     _away["shared"] = now
-    from cudaweb.validation import queue
-
     try:
-        client = queue.broker_client(timeout_s=1.0)
+        client = broker.broker_client(timeout_s=1.0)
         try:
             previous = float(client.get(AWAY_KEY) or 0)
             if now > previous:
                 client.set(AWAY_KEY, repr(now), ex=AWAY_KEY_TTL_S)
         finally:
             client.close()
-    except (queue.BROKER_ERRORS + (ValueError,)) as exc:  # Redis away too: this process's own memory still counts
+    except (broker.BROKER_ERRORS + (ValueError,)) as exc:  # Redis away too: this process's own memory still counts
         log.debug("database outage not shared through Redis: %s", exc)
 
 
 def away_last_seen():
     """When this process or any worker last found the database away (an aware datetime), or None."""
-    from datetime import datetime, timezone
-
-    from cudaweb.validation import queue
-
     seen = _away["seen"]
     try:
-        client = queue.broker_client(timeout_s=1.0)
+        client = broker.broker_client(timeout_s=1.0)
         try:
             seen = max(seen, float(client.get(AWAY_KEY) or 0))
         finally:
             client.close()
-    except (queue.BROKER_ERRORS + (ValueError,)) as exc:
+    except (broker.BROKER_ERRORS + (ValueError,)) as exc:
         log.debug("database outages of other workers unknown: %s", exc)
     return datetime.fromtimestamp(seen, tz=timezone.utc) if seen else None
 
@@ -104,12 +100,3 @@ def retrying(fn, *args, what="", budget_s=None, **kwargs):
             log.warning("%s: done after %d tries", what or fn.__name__, tries)
         return result
 
-
-def db_retry(fn):
-    """Decorator form of `retrying`."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return retrying(fn, *args, what=fn.__qualname__, **kwargs)
-
-    return wrapper
