@@ -157,15 +157,29 @@ def look(node_id, sessions=SESSIONS):
 
 _pool = None
 _pool_lock = threading.Lock()
+# The nodes this worker process is looking at now: a look that outlasts its interval (a slow host, a short interval
+# set by a policy, a queue that held the batch) must not get a second look beside it on the same session.
+_in_flight = set()
+_in_flight_lock = threading.Lock()
 
 
 def _look_in_thread(node_id):
+    with _in_flight_lock:
+        if node_id in _in_flight:
+            log.warning("watch of node %s skipped: its previous look is still running", node_id)
+            NodeLoop.objects.filter(node_id=node_id).update(
+                watch_error="a look was skipped: the previous look was still running (a slow host or a short interval)")
+            return None
+        _in_flight.add(node_id)
     close_old_connections()  # each thread keeps its own connection; one the database dropped is opened again
     try:
         return look(node_id)
     except Exception:  # one node's bug must not end the batch: logged, the next slot looks again
         log.exception("watch of node %s failed", node_id)
         return None
+    finally:
+        with _in_flight_lock:
+            _in_flight.discard(node_id)
 
 
 def look_many(node_ids):

@@ -121,3 +121,29 @@ def test_the_first_look_at_a_validated_node_reads_the_kernel_log_since_that_vali
     ValidationRun.objects.create(node=node, mode="standard", status=ValidationRun.Status.PASSED, finished=finished)
     args = watch.watch_args(node, NodeLoop.objects.create(node=node))
     assert datetime.fromisoformat(args[args.index("--since") + 1]) == finished
+
+
+def test_a_look_still_running_gets_no_second_look_beside_it(loop_settings, monkeypatch):
+    import threading
+
+    node = make_node("gpu-slow-look")
+    NodeLoop.objects.create(node=node)
+    entered, release, calls = threading.Event(), threading.Event(), []
+
+    def slow_look(node_id):
+        calls.append(node_id)
+        entered.set()
+        release.wait(10)
+        return "looked"
+
+    monkeypatch.setattr(watch, "look", slow_look)
+    first = []
+    thread = threading.Thread(target=lambda: first.append(watch._look_in_thread(node.id)))
+    thread.start()
+    assert entered.wait(10)
+    assert watch._look_in_thread(node.id) is None  # the slot after: skipped, said on the node's loop row
+    assert "previous look was still running" in NodeLoop.objects.get(node=node).watch_error
+    release.set()
+    thread.join(10)
+    assert first == ["looked"] and calls == [node.id]
+    assert watch._look_in_thread(node.id) == "looked"  # once it ended, the next slot looks again
