@@ -91,7 +91,7 @@ def watch_stdin(ctx):
         while os.read(sys.stdin.fileno(), 65536):
             pass
         try:
-            proc.kill_all()  # a command in flight (nvidia-smi that hangs, say)
+            proc.kill_all(for_good=True)  # a command in flight (nvidia-smi that hangs, say)
             ctx.close()  # the GPU workers
         finally:
             os._exit(EXIT_ORPHANED)

@@ -171,7 +171,7 @@ class Watchdog:
         self.answer = answer
 
     def _expire(self, seconds):
-        proc.kill_all()
+        proc.kill_all(for_good=True)
         self.answer(UNKNOWN, "could not judge: the checks did not finish within %.0f s" % seconds)
         sys.stdout.flush()
         os._exit(UNKNOWN)

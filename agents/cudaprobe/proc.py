@@ -3,10 +3,16 @@
 import os
 import signal
 import subprocess
+import threading
 import time
 
 OUTPUT_CAP = 256 * 1024
 RUNNING = set()  # the children of run() in flight, so that an agent told to stop can end them (kill_all)
+# A child is started and entered in RUNNING under this lock, and kill_all takes it too: a child another thread is
+# starting when the agent is told to stop is killed with the others (not left running once its Popen returns), and
+# none starts after (seen under load: the health command's watchdog left one driver query behind, issue 31).
+_SPAWN = threading.Lock()
+_STOPPED = []
 AHEAD = {}  # tuple(argv) -> Future of a run started ahead of the check that asks for it (readahead.py)
 
 
@@ -42,10 +48,14 @@ def kill_group(popen):
         pass
 
 
-def kill_all():
-    """Kill every run() child still in flight, with what it started."""
-    for popen in list(RUNNING):
-        kill_group(popen)
+def kill_all(for_good=False):
+    """Kill every run() child in flight, with what it started (one being started now included); for_good: the agent
+    is ending, and no run() starts a child after this."""
+    with _SPAWN:
+        if for_good:
+            _STOPPED.append(True)
+        for popen in list(RUNNING):
+            kill_group(popen)
 
 
 def run(argv, timeout, env=None, cwd=None):
@@ -59,16 +69,19 @@ def run(argv, timeout, env=None, cwd=None):
 
 def run_now(argv, timeout, env=None, cwd=None):
     started = time.monotonic()
-    try:
-        popen = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True,
-        )
-    except FileNotFoundError:
-        return CommandResult(argv, missing=True)
-    except PermissionError as exc:
-        return CommandResult(argv, returncode=126, stderr=str(exc))
-    RUNNING.add(popen)
+    with _SPAWN:
+        if _STOPPED:
+            return CommandResult(argv, returncode=None, stderr="not started: the agent is stopping", timed_out=True)
+        try:
+            popen = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                env=env, cwd=cwd, start_new_session=True,
+            )
+        except FileNotFoundError:
+            return CommandResult(argv, missing=True)
+        except PermissionError as exc:
+            return CommandResult(argv, returncode=126, stderr=str(exc))
+        RUNNING.add(popen)
     try:
         out, err = popen.communicate(timeout=timeout)
         timed_out = False
