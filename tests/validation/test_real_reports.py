@@ -37,3 +37,28 @@ def test_storing_a_real_two_gpu_report_keeps_every_check_and_metric():
     assert run.checks.count() == len(report["checks"]) and node.status == Node.Status.PASSING
     nccl = run.checks.get(check_id="comm.nccl")
     assert nccl.metrics["nccl_busbw_gbs.1024mib"] > 290 and "P2P/CUMEM" in nccl.summary
+
+
+LANDED = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "landed"
+
+
+@pytest.mark.parametrize("name, mode, checks", [("quick", "quick", 29), ("standard-1", "standard", 38),
+                                                ("standard-2", "standard", 38), ("burnin-30", "burnin", 41)])
+def test_the_landed_agent_on_a_real_h200_reports_what_the_dashboard_takes(name, mode, checks):
+    """The agent as it landed (5eb03f4, after the NVML child runner became one and the spawn lock), run on a lent H200
+    on 2026-12-04 (bench/session_on_device.sh; tests/fixtures/real/landed/session.txt): each report is taken by the
+    dashboard's schema as it is, with every layer of its mode and nothing failed."""
+    report = parse_report((LANDED / ("h200-%s.json" % name)).read_text())
+    assert (report["mode"], report["verdict"], len(report["checks"])) == (mode, "pass", checks)
+    assert not [c["id"] for c in report["checks"] if c["status"] in ("fail", "error")]
+
+
+def test_the_landed_watch_on_a_real_h200_becomes_one_application_event_after_a_faulting_kernel():
+    from cudaweb.health.ingest import findings
+
+    healthy = json.loads((LANDED / "h200-watch.json").read_text())
+    assert healthy["verdict"] == "pass" and findings(healthy) == []
+    after = json.loads((LANDED / "h200-watch-xid-application.json").read_text())
+    found = findings(after)
+    assert [(check, signature) for check, _gpu, signature, *_ in found] == [("driver.xid", "xid_application")]
+    assert found[0][1].startswith("GPU-")  # named by the GPU's UUID
