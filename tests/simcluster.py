@@ -35,22 +35,34 @@ def address(index):
 
 
 def up(count, tag):
-    """Make `count` hosts; returns [{name, namespace, address, host_key (type, base64)}] and the user key path."""
+    """Make `count` hosts; returns [{name, namespace, address, host_key (type, base64)}] and the user key path. A
+    cluster that cannot come up (no sshd installed, a host that never listens) is torn down before the error goes
+    on: the caller never got it, so would never call `down`."""
     if len(tag) > 6:
         raise ValueError("tags are at most 6 characters (interface names are at most 15)")
+    bridge = "cwb-%s" % tag
+    _run("ip", "link", "add", bridge, "type", "bridge")  # fails where the tag is taken: then nothing here is ours
+    try:
+        return _up(count, tag, bridge)
+    except BaseException:
+        down(tag)
+        raise
+
+
+def _up(count, tag, bridge):
     root = home(tag)
     root.mkdir(parents=True, exist_ok=True)
     user_key = root / "user_key"
     if not user_key.exists():
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key))
     shutil.copy(str(user_key) + ".pub", root / "authorized_keys")
-    bridge = "cwb-%s" % tag
-    _run("ip", "link", "add", bridge, "type", "bridge")
     _run("ip", "addr", "add", "198.18.0.1/16", "dev", bridge)
     _run("ip", "link", "set", bridge, "up")
     hosts = []
     for index in range(count):
         name, namespace, veth = "sim%d" % index, "cws-%s-%d" % (tag, index), "cw%s%d" % (tag, index)
+        with open(root / "namespaces", "a") as fh:
+            fh.write(namespace + "\n")
         _run("ip", "netns", "add", namespace)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
         _run("ip", "link", "set", veth, "master", bridge, "up")
@@ -94,8 +106,9 @@ def down(tag):
             os.killpg(int(line), signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for host in json.loads((root / "hosts.json").read_text()) if (root / "hosts.json").exists() else []:
-        subprocess.run(["ip", "netns", "del", host["namespace"]], capture_output=True)
+    made = (root / "namespaces").read_text().split() if (root / "namespaces").exists() else []
+    for namespace in made:  # each recorded as `up` made it, before it was made
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
     subprocess.run(["ip", "link", "del", "cwb-%s" % tag], capture_output=True)
     shutil.rmtree(root, ignore_errors=True)
 
