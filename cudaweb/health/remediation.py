@@ -104,11 +104,13 @@ def _reset(action):
 
 def _reboot(action):
     """The site's reboot command (CUDAWEB_REBOOT_COMMAND, an argv template; {node} and {address} are filled in as
-    single arguments, never through a shell)."""
+    single arguments, never through a shell), only on a drained node, as a reset."""
     template = settings.CUDAWEB_REBOOT_COMMAND
     if not template:
         return Status.FAILED, "no reboot command is configured (CUDAWEB_REBOOT_COMMAND)"
     node = action.node
+    if not _drained(node):
+        return Status.BUSY, "the node's drain is not confirmed yet; no reboot of a node the scheduler may still use"
     argv = [part.format(node=node.name, address=node.address) for part in shlex.split(template)]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=settings.CUDAWEB_REBOOT_TIMEOUT_S)

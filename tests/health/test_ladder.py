@@ -147,3 +147,65 @@ def test_a_worker_lost_mid_reset_ends_it_timed_out_and_it_never_runs_again(ladde
     assert "-r -i" not in smi_log.read_text()
     moves = list(Transition.objects.filter(node=node).order_by("version").values_list("to_state", flat=True))
     assert moves == ["suspect", "quarantined", "remediating", "rma"]
+
+
+@pytest.fixture
+def reboot_ladder(loop_settings, redis_server, tmp_path):
+    """A node whose ladder is the site's reboot command alone: a stand-in that writes the argv it was given, one
+    argument a line, and answers like a BMC tool."""
+    def make(*, body="echo chassis power cycle: ok", timeout_s=30):
+        argv_file = tmp_path / "reboot-argv"
+        command = tmp_path / "site-reboot"
+        command.write_text("#!/bin/sh\nprintf '%%s\\n' \"$@\" > %s\n%s\n" % (argv_file, body))
+        command.chmod(0o755)
+        loop_settings.CUDAWEB_REBOOT_COMMAND = "%s --host {address} --node {node} 'power cycle'" % command
+        loop_settings.CUDAWEB_REBOOT_TIMEOUT_S = timeout_s
+        LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reboot"], auto=True)
+        node = Node.objects.create(name="gpu-local", transport=Node.Transport.LOCAL, address="127.0.0.1",
+                                   labels=["rack-a"], status=Node.Status.READY)
+        return node, argv_file
+    return make
+
+
+def test_a_reboot_waits_for_the_drain_then_runs_the_sites_command_as_argv(reboot_ladder,
+                                                                       django_capture_on_commit_callbacks):
+    capture = django_capture_on_commit_callbacks
+    node, argv_file = reboot_ladder()
+    _fault(node, capture)
+    assert LoopAction.objects.get(node=node).kind == "reboot"
+    busy = _run_live_action(node, capture)
+    assert busy.status == "busy" and "drain is not confirmed" in busy.outcome
+    assert not argv_file.exists() and _state(node) == machine.QUARANTINED
+    _drains_delivered(node)
+    user = get_user_model().objects.create_user("op")
+    with capture(execute=True):
+        operator_decide(node=node, user=user, verdict="remediate", action="reboot", reason="drain confirmed")
+    done = _run_live_action(node, capture)
+    assert done.status == "succeeded" and "chassis power cycle: ok" in done.outcome
+    # each part of the template one argument, the node's fields filled in, no shell in between
+    assert argv_file.read_text().splitlines() == ["--host", "127.0.0.1", "--node", "gpu-local", "power cycle"]
+    assert _state(node) == machine.REVALIDATING
+
+
+@pytest.mark.parametrize("body, status, said", [
+    ("echo BMC unreachable >&2; exit 4", "failed", "exited 4: BMC unreachable"),
+    ("sleep 5", "timed_out", "ran past 1 s"),
+])
+def test_a_reboot_that_fails_or_hangs_ends_named_and_never_leaves_the_rung_running(
+        reboot_ladder, django_capture_on_commit_callbacks, body, status, said):
+    node, _ = reboot_ladder(body=body, timeout_s=1)
+    _fault(node, django_capture_on_commit_callbacks)
+    _drains_delivered(node)
+    action = _run_live_action(node, django_capture_on_commit_callbacks)
+    assert action.status == status and said in action.outcome and action.finished is not None
+    assert _state(node) == machine.RMA  # a failed or timed-out reboot, as a reset
+
+
+def test_a_reboot_rung_without_a_configured_command_is_refused(settings):
+    from cudaweb.health.policy import ladder_check
+
+    settings.CUDAWEB_REBOOT_COMMAND = ""
+    with pytest.raises(ValueError, match="CUDAWEB_REBOOT_COMMAND"):
+        ladder_check(["reset", "reboot"])
+    settings.CUDAWEB_REBOOT_COMMAND = "/usr/local/bin/site-reboot {node}"
+    assert ladder_check(["reset", "reboot"]) == ("reset", "reboot")
