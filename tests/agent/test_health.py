@@ -3,7 +3,7 @@ codes, node-problem-detector's plugin output, the prolog's job GPUs, its budget,
 dashboard (a real HTTP server here, one that never answers, and a closed port).
 
 The real agent process runs against the recorded 2 x H200 outputs (tests/agent/harness.py); the Slurm drain is
-tested on a real slurmctld/slurmd in tests/hooks/test_health_slurm.py.
+tested on a real slurmctld/slurmd in tests/agent/test_health_slurm.py.
 """
 
 import http.server
