@@ -338,3 +338,26 @@ def test_validate_node_wait_follows_a_run_to_its_real_end(spool):
     ended = Command()._wait([kept_run, lost])
     helper.join()
     assert [(run.id, run.status) for run in ended] == [(kept_run.id, Status.PASSED), (retry.id, Status.PASSED)]
+
+
+def test_the_reapers_index_reads_names_and_times_only_and_clears_an_hour_old_partial(spool, monkeypatch):
+    """reports_waiting is the spool's index: it opens no report (a pass over many kept reports costs no parsing), and
+    a .tmp a writer killed mid-write left is removed once an hour old, never while younger (it may be mid-write)."""
+    import uuid
+
+    run_id = uuid.uuid4()
+    report_spool.report_keep(run_id=run_id, report={"schema": "cudaprobe/1", "checks": []}).release()
+    folder = spool
+    old, young = folder / ("%s.tmp" % uuid.uuid4()), folder / ("%s.tmp" % uuid.uuid4())
+    for partial in (old, young):
+        partial.write_text('{"schema": "cudap')
+    hour_ago = time.time() - report_spool.TMP_MAX_AGE_S - 60
+    os.utime(old, (hour_ago, hour_ago))
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: (opened.append(str(path)), real_open(path, *a, **k))[1])
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: opened.append(str(self)) or "")
+    waiting = report_spool.reports_waiting()
+    assert [found for found, _age in waiting] == [run_id]
+    assert not old.exists() and young.exists()
+    assert not [path for path in opened if path.endswith((".json", ".tmp"))]  # no report read to list them
