@@ -112,6 +112,7 @@ class LoopAction(models.Model):
         FAILED = "failed"
         TIMED_OUT = "timed_out"
         BUSY = "busy"
+        CANCELLED = "cancelled"  # never started: an operator moved the node on before a worker took it
 
     LIVE = (Status.PENDING, Status.RUNNING)
 

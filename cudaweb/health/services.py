@@ -163,6 +163,13 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
     if shadow:
         return transition
     cause = "%s: %s" % (new.root_cause or row.root_cause or "operator", decision.why)
+    rungs = (machine.REMEDIATING, machine.REVALIDATING)
+    if from_state in rungs and new.state not in rungs:
+        # the node left the ladder other than by its rung's end (an operator marked it healthy or sent it to rma):
+        # a rung no worker took yet never starts (it would reset or reboot a node back in service); one running
+        # cannot be here (operator_decide waits for it), and one that ended is no longer pending
+        LoopAction.objects.filter(node=node, status=LoopAction.Status.PENDING).update(
+            status=LoopAction.Status.CANCELLED, outcome=("cancelled: %s" % decision.why)[:500], finished=now)
     if machine.DRAIN in decision.effects:
         Node.objects.filter(id=node.id).update(status=Node.Status.QUARANTINED)
         hooks.node_drain(node=node, cause=cause)
@@ -204,6 +211,10 @@ def operator_decide(*, node, user, verdict, reason, action=""):
     kinds = {"healthy": machine.MARK_HEALTHY, "rma": machine.SEND_RMA, "remediate": machine.REMEDIATE}
     if verdict not in kinds:
         raise ValueError("unknown decision %r" % verdict)
+    running = LoopAction.objects.filter(node=node, status=LoopAction.Status.RUNNING).first()
+    if running is not None and verdict in ("healthy", "rma"):
+        raise ValueError("a %s is running on the node (since %s): decide once it has ended" % (
+            running.kind, running.started.strftime("%Y-%m-%d %H:%M:%S") if running.started else "now"))
     transition = apply(node, machine.Stimulus(kinds[verdict], action=action), by=user.get_username(), actor=user)
     if transition is None:
         raise ValueError("nothing to do: the node is %s" % loop_of(node).state)

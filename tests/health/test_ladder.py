@@ -209,3 +209,36 @@ def test_a_reboot_rung_without_a_configured_command_is_refused(settings):
         ladder_check(["reset", "reboot"])
     settings.CUDAWEB_REBOOT_COMMAND = "/usr/local/bin/site-reboot {node}"
     assert ladder_check(["reset", "reboot"]) == ("reset", "reboot")
+
+
+def test_a_rung_no_worker_took_is_cancelled_when_an_operator_marks_the_node_healthy(
+        ladder, django_capture_on_commit_callbacks):
+    """Found by the state machine's property test in CI (2026-12-04): a reset still pending when an operator marked
+    the node healthy stayed live, so it would have reset a GPU on a node back in service, and the next fault's rung
+    could not start beside it."""
+    capture = django_capture_on_commit_callbacks
+    node, smi_log = ladder()
+    _fault(node, capture)
+    pending = LoopAction.objects.get(node=node, status="pending")
+    user = get_user_model().objects.create_user("op")
+    with capture(execute=True):
+        operator_decide(node=node, user=user, verdict="healthy", reason="checked by hand")
+    pending.refresh_from_db()
+    assert pending.status == "cancelled" and "marked healthy" in pending.outcome
+    with capture(execute=True):
+        assert remediation.action_run(pending.id) is None  # its queued task finds it ended: never run
+    assert "-r -i" not in smi_log.read_text() and _state(node) == machine.READY
+    _drains_delivered(node)
+    _fault(node, capture)  # the next fault gets a rung of its own
+    assert LoopAction.objects.filter(node=node, status="pending").count() == 1
+
+
+def test_an_operator_waits_for_a_running_rung_to_end(ladder, django_capture_on_commit_callbacks):
+    node, _ = ladder()
+    _fault(node, django_capture_on_commit_callbacks)
+    LoopAction.objects.filter(node=node).update(status="running", started=timezone.now())
+    user = get_user_model().objects.create_user("op")
+    for verdict in ("healthy", "rma"):
+        with pytest.raises(ValueError, match="reset is running on the node"):
+            operator_decide(node=node, user=user, verdict=verdict, reason="checked by hand")
+    assert _state(node) == machine.REMEDIATING

@@ -40,6 +40,12 @@ class Store:
         self.version += 1
         self.log.append((self.version, self.loop.state, decision.loop.state))
         self.kinds.append(stimulus.kind)
+        rungs = (m.REMEDIATING, m.REVALIDATING)
+        if self.loop.state in rungs and decision.loop.state not in rungs and self.live is not None:
+            # left the ladder other than by the rung's end: a rung no worker took is cancelled, never started
+            assert self.started[self.live][1] == "pending", "an operator moved a node whose rung was running"
+            self.started[self.live][1] = "cancelled"
+            self.live = None
         self.loop = decision.loop
         if decision.action:
             key = self.version
@@ -94,10 +100,10 @@ def _drive(store, steps, blinks):
             stimulus = m.Stimulus(m.ADVANCE)
         elif kind == "remediate":
             stimulus = m.Stimulus(m.REMEDIATE, action=arg)
-        elif kind == "healthy":
-            stimulus = m.Stimulus(m.MARK_HEALTHY)
-        elif kind == "rma":
-            stimulus = m.Stimulus(m.SEND_RMA)
+        elif kind in ("healthy", "rma"):
+            if store.live is not None and store.started[store.live][1] == "running":
+                continue  # operator_decide refuses while a rung runs: decide once it has ended
+            stimulus = m.Stimulus(m.MARK_HEALTHY if kind == "healthy" else m.SEND_RMA)
         elif kind == "race":
             store.apply(m.Stimulus(m.FINDING, signature=arg), read_version=store.version - 1)
             continue
@@ -119,6 +125,9 @@ def _drive(store, steps, blinks):
 @settings(max_examples=600, deadline=None)
 @example(steps=[("finding", "xid_critical"), ("look", False), ("remediate", m.RESET), ("redeliver", m.SUCCEEDED)],
          blinks=[True] * 40, ladder=(m.RESET,), auto=False, breaker=True, limit=2)
+@example(steps=[("finding", "xid_critical"), ("look", False), ("remediate", m.RESET), ("healthy", None),
+                ("finding", "xid_critical"), ("look", False), ("remediate", m.RESET)],  # CI found it (2026-12-04)
+         blinks=[False] * 40, ladder=(m.RESET,), auto=False, breaker=True, limit=3)
 @example(steps=[("finding", "xid_critical"), ("race", "xid_critical"), ("look", False), ("advance", None),
                 ("worker_dies", None), ("run", m.SUCCEEDED), ("healthy", None)],
          blinks=[True] * 40, ladder=(m.REVALIDATE, m.RESET), auto=True, breaker=True, limit=3)
