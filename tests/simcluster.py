@@ -108,7 +108,18 @@ def down(tag):
             pass
     made = (root / "namespaces").read_text().split() if (root / "namespaces").exists() else []
     for namespace in made:  # each recorded as `up` made it, before it was made
+        # what still runs inside it: the sshd children of sessions a client kept open (each leads a session of its
+        # own, so the listener's process group does not hold them); they would keep the namespace and its veth
+        # alive after its name is gone
+        inside = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+        for pid in inside:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        # and its veth by name: a namespace something in the kernel still holds (a socket) would keep it up
+        subprocess.run(["ip", "link", "del", "cw%s%s" % (tag, namespace.rsplit("-", 1)[1])], capture_output=True)
     subprocess.run(["ip", "link", "del", "cwb-%s" % tag], capture_output=True)
     shutil.rmtree(root, ignore_errors=True)
 
