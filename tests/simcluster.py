@@ -62,7 +62,7 @@ def _up(count, tag, bridge):
     for index in range(count):
         name, namespace, veth = "sim%d" % index, "cws-%s-%d" % (tag, index), "cw%s%d" % (tag, index)
         with open(root / "namespaces", "a") as fh:
-            fh.write(namespace + "\n")
+            fh.write("%s %s\n" % (namespace, veth))
         _run("ip", "netns", "add", namespace)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
         _run("ip", "link", "set", veth, "master", bridge, "up")
@@ -106,8 +106,8 @@ def down(tag):
             os.killpg(int(line), signal.SIGKILL)
         except ProcessLookupError:
             pass
-    made = (root / "namespaces").read_text().split() if (root / "namespaces").exists() else []
-    for namespace in made:  # each recorded as `up` made it, before it was made
+    made = (root / "namespaces").read_text().splitlines() if (root / "namespaces").exists() else []
+    for namespace, veth in (line.split() for line in made):  # each recorded as `up` made it, before it was made
         # what still runs inside it: the sshd children of sessions a client kept open (each leads a session of its
         # own, so the listener's process group does not hold them); they would keep the namespace and its veth
         # alive after its name is gone
@@ -119,7 +119,7 @@ def down(tag):
                 pass
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
         # and its veth by name: a namespace something in the kernel still holds (a socket) would keep it up
-        subprocess.run(["ip", "link", "del", "cw%s%s" % (tag, namespace.rsplit("-", 1)[1])], capture_output=True)
+        subprocess.run(["ip", "link", "del", veth], capture_output=True)
     subprocess.run(["ip", "link", "del", "cwb-%s" % tag], capture_output=True)
     shutil.rmtree(root, ignore_errors=True)
 

@@ -15,6 +15,8 @@ READY, SUSPECT, QUARANTINED, REMEDIATING, REVALIDATING, RMA = (
 STATES = (READY, SUSPECT, QUARANTINED, REMEDIATING, REVALIDATING, RMA)
 # Taken out of the scheduler's hands (drained / cordoned): what the circuit breaker counts.
 DRAINED = frozenset({QUARANTINED, REMEDIATING, REVALIDATING})
+# A rung is in flight exactly in these.
+IN_RUNG = frozenset({REMEDIATING, REVALIDATING})
 
 # The ladder's rungs. Re-validation is both a rung (the first step of a ladder may be "look again, harder") and what
 # follows every other rung.
@@ -138,7 +140,7 @@ def step(loop, stimulus):
             return _go(loop, REVALIDATING if stimulus.action in REVALIDATIONS else REMEDIATING,
                        "an operator asked for %s" % stimulus.action, action=stimulus.action)
         return NOTHING
-    if state in (REMEDIATING, REVALIDATING):
+    if state in IN_RUNG:
         if kind != OUTCOME or stimulus.action != loop.action:
             return NOTHING  # a stale or repeated outcome: the rung it speaks of is no longer in flight
         if state == REMEDIATING:

@@ -163,8 +163,7 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
     if shadow:
         return transition
     cause = "%s: %s" % (new.root_cause or row.root_cause or "operator", decision.why)
-    rungs = (machine.REMEDIATING, machine.REVALIDATING)
-    if from_state in rungs and new.state not in rungs:
+    if from_state in machine.IN_RUNG and new.state not in machine.IN_RUNG:
         # the node left the ladder other than by its rung's end (an operator marked it healthy or sent it to rma):
         # a rung no worker took yet never starts (it would reset or reboot a node back in service); one running
         # cannot be here (operator_decide waits for it), and one that ended is no longer pending

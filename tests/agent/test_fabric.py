@@ -312,7 +312,6 @@ def test_an_error_on_the_switch_port_above_a_gpu_fails_naming_the_port(hgx):
     assert outcome.metrics["pcie_aer_nonfatal.0000:98:00.0"] == 3
 
 
-
 def test_an_error_on_the_switch_port_above_an_hca_fails_naming_the_port(hgx):
     """A bad riser or cable between an InfiniBand card and its switch shows on the switch's downstream port."""
     tree, scenario = hgx
@@ -321,6 +320,7 @@ def test_an_error_on_the_switch_port_above_an_hca_fails_naming_the_port(hgx):
     assert outcome.status == "fail" and outcome.signatures == ["pcie_aer_fatal"], outcome.summary
     assert "port above HCA" in outcome.summary and "0000:16:01.0 (DLP=1)" in outcome.summary
     assert outcome.metrics["pcie_aer_fatal.0000:16:01.0"] == 1
+
 
 def test_correctable_counts_are_judged_by_growth(hgx):
     tree, scenario = hgx

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ladder(loop_settings, redis_server, tmp_path):
-    def make(*, busy_pid=None, reset_exit=0):
+    def make(*, busy_pid=None, reset_exit=0, rungs=("reset",)):
         smi, log = standin_nvidia_smi(tmp_path, busy_pid=busy_pid, reset_exit=reset_exit)
         loop_settings.CUDAWEB_NVIDIA_SMI = [str(smi)]
-        LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reset"], auto=True)
+        LoopPolicy.objects.create(label="rack-a", mode="act", ladder=list(rungs), auto=True)
         node = Node.objects.create(name="gpu-local", transport=Node.Transport.LOCAL, address="127.0.0.1",
                                    labels=["rack-a"], status=Node.Status.READY)
         return node, log
@@ -150,7 +150,7 @@ def test_a_worker_lost_mid_reset_ends_it_timed_out_and_it_never_runs_again(ladde
 
 
 @pytest.fixture
-def reboot_ladder(loop_settings, redis_server, tmp_path):
+def reboot_ladder(ladder, loop_settings, tmp_path):
     """A node whose ladder is the site's reboot command alone: a stand-in that writes the argv it was given, one
     argument a line, and answers like a BMC tool."""
     def make(*, body="echo chassis power cycle: ok", timeout_s=30):
@@ -160,9 +160,7 @@ def reboot_ladder(loop_settings, redis_server, tmp_path):
         command.chmod(0o755)
         loop_settings.CUDAWEB_REBOOT_COMMAND = "%s --host {address} --node {node} 'power cycle'" % command
         loop_settings.CUDAWEB_REBOOT_TIMEOUT_S = timeout_s
-        LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reboot"], auto=True)
-        node = Node.objects.create(name="gpu-local", transport=Node.Transport.LOCAL, address="127.0.0.1",
-                                   labels=["rack-a"], status=Node.Status.READY)
+        node, _ = ladder(rungs=("reboot",))
         return node, argv_file
     return make
 

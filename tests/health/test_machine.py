@@ -40,8 +40,7 @@ class Store:
         self.version += 1
         self.log.append((self.version, self.loop.state, decision.loop.state))
         self.kinds.append(stimulus.kind)
-        rungs = (m.REMEDIATING, m.REVALIDATING)
-        if self.loop.state in rungs and decision.loop.state not in rungs and self.live is not None:
+        if self.loop.state in m.IN_RUNG and decision.loop.state not in m.IN_RUNG and self.live is not None:
             # left the ladder other than by the rung's end: a rung no worker took is cancelled, never started
             assert self.started[self.live][1] == "pending", "an operator moved a node whose rung was running"
             self.started[self.live][1] = "cancelled"
@@ -150,7 +149,7 @@ def test_no_transition_lost_and_no_rung_run_twice(steps, blinks, ladder, auto, b
         assert not any(b == m.SUSPECT and a in m.DRAINED | {m.RMA} for (_, b, a), kind in zip(store.log, store.kinds)
                        if kind not in (m.SEND_RMA, m.MARK_HEALTHY))
     # a rung is in flight exactly in remediating / revalidating
-    assert bool(store.loop.action) == (store.loop.state in (m.REMEDIATING, m.REVALIDATING))
+    assert bool(store.loop.action) == (store.loop.state in m.IN_RUNG)
 
     # blinks change nothing but time: the same steps without them end in the same place by the same moves
     calm = Store(start)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -343,12 +344,9 @@ def test_validate_node_wait_follows_a_run_to_its_real_end(spool):
 def test_the_reapers_index_reads_names_and_times_only_and_clears_an_hour_old_partial(spool, monkeypatch):
     """reports_waiting is the spool's index: it opens no report (a pass over many kept reports costs no parsing), and
     a .tmp a writer killed mid-write left is removed once an hour old, never while younger (it may be mid-write)."""
-    import uuid
-
     run_id = uuid.uuid4()
     report_spool.report_keep(run_id=run_id, report={"schema": "cudaprobe/1", "checks": []}).release()
-    folder = spool
-    old, young = folder / ("%s.tmp" % uuid.uuid4()), folder / ("%s.tmp" % uuid.uuid4())
+    old, young = spool / ("%s.tmp" % uuid.uuid4()), spool / ("%s.tmp" % uuid.uuid4())
     for partial in (old, young):
         partial.write_text('{"schema": "cudap')
     hour_ago = time.time() - report_spool.TMP_MAX_AGE_S - 60
