@@ -12,13 +12,15 @@ import re
 
 from django.http import HttpResponseBadRequest
 
+from cudaweb.common import numbers
+
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\";\s]*)", re.IGNORECASE)
 
 
 def _refusal(request):
     length = request.META.get("CONTENT_LENGTH", "")
-    if length and not length.isdigit():
+    if length and numbers.integer(length) is None:  # "²".isdigit() is true, and Django's int() then raises
         return "Content-Length %r is not a number" % length[:40]
     if "\x00" in request.path or "\x00" in request.META.get("QUERY_STRING", "") or "\x00" in request.path_info:
         return "a NUL character in the URL"

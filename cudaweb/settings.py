@@ -121,9 +121,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every password set through the project is checked against these: Django's forms (the admin's user pages),
+# changepassword and an interactive createsuperuser, make run's admin (cudaweb/accounts/passwords.py adds one).
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "cudaweb.accounts.passwords.UserNameInsideValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet:node_list"
@@ -180,11 +185,17 @@ CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
 }}
 
 # Login throttling (django-axes): FAILURE_LIMIT failed logins for one user name from one address lock that pair out
-# for COOLOFF minutes; a success resets the count.
+# for COOLOFF minutes; USER_FAILURE_LIMIT from all addresses together lock the name out for every address (a guesser
+# with many addresses: 25 in 15 minutes is at most 100 guesses an hour at one account); a success resets the count.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-AXES_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
+CUDAWEB_LOGIN_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_FAILURE_LIMIT", 10)
+CUDAWEB_LOGIN_USER_FAILURE_LIMIT = env_int("CUDAWEB_LOGIN_USER_FAILURE_LIMIT", max(25, CUDAWEB_LOGIN_FAILURE_LIMIT))
+if not 1 <= CUDAWEB_LOGIN_FAILURE_LIMIT <= CUDAWEB_LOGIN_USER_FAILURE_LIMIT:
+    raise ImproperlyConfigured("CUDAWEB_LOGIN_FAILURE_LIMIT must be 1 or more and no more than "
+                               "CUDAWEB_LOGIN_USER_FAILURE_LIMIT")
+AXES_FAILURE_LIMIT = "cudaweb.accounts.lockout.failure_limit"  # one of the two above, as the address has done
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("CUDAWEB_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username"]  # alternatives: the pair, or the name alone
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN ..." banner on every management command; lockouts are still logged
 # The client's address: one rule for lockouts and the audit log (CUDAWEB_TRUSTED_PROXIES above).
@@ -214,6 +225,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-hook-deliveries": {"task": "cudaweb.hooks.tasks.sweep_deliveries", "schedule": 300.0},
     "watch-due-nodes": {"task": "cudaweb.health.tasks.watch_due", "schedule": float(env_int("CUDAWEB_WATCH_TICK_S", 2))},
     "sweep-loop-actions": {"task": "cudaweb.health.tasks.sweep_actions", "schedule": 60.0},
+    "prune-old-events": {"task": "cudaweb.health.tasks.prune_events", "schedule": 24 * 3600.0},
 }
 
 # Agent time budgets per mode (seconds); SSH timeouts < agent budget < Celery soft limit < hard limit.
@@ -305,6 +317,24 @@ CUDAWEB_NVIDIA_SMI = shlex.split(env("CUDAWEB_NVIDIA_SMI", "nvidia-smi"))  # on 
 CUDAWEB_RESET_TIMEOUT_S = env_int("CUDAWEB_RESET_TIMEOUT_S", 120)
 CUDAWEB_REBOOT_COMMAND = env("CUDAWEB_REBOOT_COMMAND", "")  # argv template, {node} {address}; empty: no reboot rung
 CUDAWEB_REBOOT_TIMEOUT_S = env_int("CUDAWEB_REBOOT_TIMEOUT_S", 900)
+# A site whose nodes run no scheduler (no Slurm, no Kubernetes) says so: a reset or reboot then goes ahead without a
+# drain, but only while no process holds any GPU of the node. Otherwise no drain delivered, no reset or reboot.
+CUDAWEB_LOOP_NO_SCHEDULER = env_bool("CUDAWEB_LOOP_NO_SCHEDULER", False)
+
+# What one node may send (its own credential, cudaweb.nodes.report_credentials): reports a minute, findings a
+# report, events opened a day; closed events are pruned after the retention (beat, daily).
+CUDAWEB_NODE_REPORTS_PER_MINUTE = env_int("CUDAWEB_NODE_REPORTS_PER_MINUTE", 12)
+CUDAWEB_NODE_REPORT_MAX_FINDINGS = env_int("CUDAWEB_NODE_REPORT_MAX_FINDINGS", 64)
+CUDAWEB_NODE_NEW_EVENTS_PER_DAY = env_int("CUDAWEB_NODE_NEW_EVENTS_PER_DAY", 1000)
+CUDAWEB_EVENT_RETENTION_DAYS = env_int("CUDAWEB_EVENT_RETENTION_DAYS", 90)
+# Where the node-local health command reads its credential by default, and where the dashboard writes it over SSH.
+CUDAWEB_NODE_CREDENTIAL_PATH = env("CUDAWEB_NODE_CREDENTIAL_PATH", "/etc/cudaweb/node-credential")
+for _name in ("CUDAWEB_NODE_REPORTS_PER_MINUTE", "CUDAWEB_NODE_REPORT_MAX_FINDINGS", "CUDAWEB_NODE_NEW_EVENTS_PER_DAY",
+              "CUDAWEB_EVENT_RETENTION_DAYS"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured("%s must be 1 or more" % _name)
+if not CUDAWEB_NODE_CREDENTIAL_PATH.startswith("/"):
+    raise ImproperlyConfigured("CUDAWEB_NODE_CREDENTIAL_PATH must be an absolute path")
 
 LOGGING = {
     "version": 1,

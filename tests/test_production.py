@@ -71,7 +71,7 @@ def test_templates_have_no_inline_script_style_or_handlers():
 
 @pytest.mark.django_db
 def test_ten_failed_logins_lock_the_user_out_even_with_the_right_password(client, django_user_model, settings):
-    assert settings.AXES_FAILURE_LIMIT == 10
+    assert settings.CUDAWEB_LOGIN_FAILURE_LIMIT == 10
     django_user_model.objects.create_user("ops", password="correct-horse-battery")
     for _ in range(10):
         answer = client.post(reverse("login"), {"username": "ops", "password": "wrong"})

@@ -11,9 +11,10 @@ application's Xid among them, leave a node healthy: they are the dashboard's eve
     --npd       node-problem-detector's custom plugin protocol: exit 0 OK / 1 NonOK / 2 Unknown and one line of at
                 most 80 characters (its max_output_length default) on stdout
     --prolog    the job's GPUs only (SLURM_JOB_GPUS, SLURM_STEP_GPUS or CUDA_VISIBLE_DEVICES), budget 5 s
-    --dashboard URL (or CUDAWEB_URL) with a token (CUDAWEB_TOKEN or --token-file): POST the report to
-                URL/api/v1/nodes/<node>/watch-report/; at most 2 s, and a dashboard that cannot be reached changes
-                neither the answer nor its exit code
+    --dashboard URL (or CUDAWEB_URL) with this node's own credential (--credential-file, default
+                /etc/cudaweb/node-credential, written by `manage.py node_credential`; or CUDAWEB_NODE_CREDENTIAL):
+                POST the report to URL/api/v1/nodes/<node>/watch-report/; at most 2 s, and a dashboard that cannot be
+                reached changes neither the answer nor its exit code. The credential speaks for this node only.
 """
 
 import argparse
@@ -36,6 +37,7 @@ HEALTHY, UNHEALTHY, UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # node-problem-detector's custom plugin max_output_length default (types/config.go)
 DEFAULT_BUDGET_S, PROLOG_BUDGET_S = 20.0, 5.0
 DASHBOARD_TIMEOUT_S = 2.0
+CREDENTIAL_PATH = "/etc/cudaweb/node-credential"  # the dashboard's CUDAWEB_NODE_CREDENTIAL_PATH default
 REASON_CAP = 120  # Slurm keeps a longer reason, but sinfo -R and scontrol show node print it whole
 JOB_GPU_VARIABLES = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES")
 
@@ -56,7 +58,9 @@ def build_parser():
                         "its Slurm name (default: --node's)")
     parser.add_argument("--dashboard", metavar="URL", default=os.environ.get("CUDAWEB_URL"),
                         help="the cudaweb dashboard to report to (default: CUDAWEB_URL)")
-    parser.add_argument("--token-file", help="file holding the API token (default: the CUDAWEB_TOKEN variable)")
+    parser.add_argument("--credential-file", "--token-file", dest="credential_file",
+                        help="file holding this node's credential (default: the CUDAWEB_NODE_CREDENTIAL variable, "
+                        "else %s)" % CREDENTIAL_PATH)
     parser.add_argument("--since", metavar="ISO_TIME", help="kernel-log Xids older than this are history")
     parser.add_argument("--scontrol", default="scontrol", help=argparse.SUPPRESS)  # tests: a cluster's own scontrol
     return parser
@@ -128,13 +132,17 @@ def drain(scontrol, node, cause, timeout):
 
 
 def read_token(args, environ):
-    if args.token_file:
-        try:
-            with open(args.token_file) as fh:
-                return fh.read().strip() or None
-        except OSError:
-            return None
-    return (environ.get("CUDAWEB_TOKEN") or "").strip() or None
+    """This node's credential: --credential-file, else CUDAWEB_NODE_CREDENTIAL (CUDAWEB_TOKEN, its old name), else
+    the default file where it exists; None when there is none."""
+    if not args.credential_file:
+        given = (environ.get("CUDAWEB_NODE_CREDENTIAL") or environ.get("CUDAWEB_TOKEN") or "").strip()
+        if given:
+            return given
+    try:
+        with open(args.credential_file or CREDENTIAL_PATH) as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
 
 
 def post_report(url, token, node, report, timeout=DASHBOARD_TIMEOUT_S):

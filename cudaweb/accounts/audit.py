@@ -31,7 +31,7 @@ ACTIONS = {
     "host_key.changed": "host key changed (admin)",
     "host_key.deleted": "host key deleted (admin)",
     "credential.created": "SSH credential created",
-    "credential.used": "SSH credential used to connect",
+    "credential.used": "SSH credential used to log in to a node (its host key verified)",
     "credential.changed": "SSH credential changed (admin)",
     "credential.deleted": "SSH credential deleted",
     "node.created": "node added",
@@ -50,9 +50,15 @@ ACTIONS = {
     "loop.shadow_transition": "node would have moved in the loop (policy record, shadow mode)",
     "loop.breaker_opened": "circuit breaker opened",
     "loop.breaker_closed": "circuit breaker closed",
+    "loop.bundle_downloaded": "rma evidence bundle (the loop's) downloaded",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",
+    # Node credentials (cudaweb.nodes.report_credentials): what a node reports with, and what its reports did
+    "node_credential.issued": "node credential issued (the earlier one revoked)",
+    "node_credential.revoked": "node credential revoked",
+    "node_credential.installed": "node credential written to the node over SSH",
+    "node.report": "a node's own report opened or closed health events",
 }
 
 _request = contextvars.ContextVar("cudaweb_audit_request", default=None)

@@ -9,6 +9,7 @@ from cudaweb.accounts.roles import ROLES
 
 VIEWER, OPERATOR, ADMIN = ROLES
 PUBLIC = "public"  # no token needed
+NODE = "node"  # a node's own credential (cudaweb.nodes.report_credentials), for its own node only; no user's token
 
 RULES = {
     "api:api-root": {"GET": PUBLIC},  # django-ninja's mark of where the API starts: 404 to every method
@@ -23,7 +24,8 @@ RULES = {
     "api:network_tests": {"POST": OPERATOR},
     "api:network_test": {"GET": VIEWER},
     "api:events": {"GET": VIEWER},
-    "api:node_watch_report": {"POST": OPERATOR},  # the node-local health command's token
+    "api:node_watch_report": {"POST": NODE},  # the node-local health command, with the node's own credential
+    "api:node_credential": {"POST": ADMIN, "DELETE": ADMIN},
 }
 
 

@@ -3,6 +3,13 @@
 our `node`. promtool's one finding on them is dcgm-exporter's own: `modelName` is not snake_case; we keep the name,
 as the join is the point (tests/api/test_gpu_metrics.py allows that finding and no other).
 
+What the node's report says is only taken for its own GPUs (cudaweb.validation.gpus.node_gpus): `Hostname` is the
+node's name in our records, not the host's word (dcgm-exporter's is the host's name, or its Kubernetes node name,
+which the node's name in the dashboard usually is; the joins the README shows are on UUID alone); a GPU whose UUID is
+not of NVIDIA's form has no series; a UUID that more than one node lists has none under any of them (who listed it
+first proves nothing: a stale listing or a host claiming another's GPUs), counted in cudaweb_gpu_uuid_conflicts and
+shown on those nodes' pages. Two series with one UUID would also make the README's `on (UUID)` joins fail outright.
+
 Figures are the node's last run's (absent where that run did not measure them: a quick run has no ResNet figure),
 read in three queries whatever the size of the fleet. Cardinality: one series per GPU and figure; the health
 series' `signature` takes one value per GPU at a time, from a closed set (the signatures the playbook library
@@ -12,10 +19,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks.library import load as playbooks
-from cudaweb.validation.gpus import runs_gpus
+from cudaweb.validation.gpus import node_gpus, runs_gpus, uuid_conflicts
 
 LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "node")
-HOSTNAME_CAP = 253  # a DNS name's longest; the report's host name is host text
 GB = 1e9
 # (series, help, Gpu.figures key, scale): base units where Prometheus has one (bytes, not gigabytes).
 SERIES = (
@@ -52,14 +58,20 @@ class GpuCollector:
                                    "against the GPU (a failure naming no GPU holds against all); signature: the "
                                    "lowest such check's, from the playbooks' closed set, else other",
                                    labels=LABELS + ("signature",))
+        conflicted = GaugeMetricFamily("cudaweb_gpu_uuid_conflicts", "GPU UUIDs that more than one node's last run "
+                                       "lists (or one run twice): none of them has a per-GPU series")
         rows = list(Node.objects.exclude(last_run=None).order_by("name").values_list(
-            "name", "last_run_id", "last_run__report__host__hostname"))
+            "name", "last_run_id", "visible_devices"))
         gpus = runs_gpus(run_ids=[run_id for _, run_id, _ in rows])
+        own = {name: node_gpus(gpus.get(run_id, ()), visible_devices) for name, run_id, visible_devices in rows}
+        conflicts = uuid_conflicts([(name, gpu.uuid) for name, listed in own.items() for gpu in listed])
+        conflicted.add_metric([], len(conflicts))
         known = known_signatures()
-        for name, run_id, hostname in rows:
-            host = str(hostname or name)[:HOSTNAME_CAP]
-            for gpu in gpus.get(run_id, ()):
-                labels = [str(gpu.index), gpu.uuid, "nvidia%d" % gpu.index, gpu.model, host, name]
+        for name, listed in own.items():
+            for gpu in listed:
+                if gpu.uuid.lower() in conflicts:
+                    continue
+                labels = [str(gpu.index), gpu.uuid, "nvidia%d" % gpu.index, gpu.model, name, name]
                 for family, key, scale in families:
                     if key in gpu.figures:
                         family.add_metric(labels, gpu.figures[key] * scale)
@@ -68,3 +80,4 @@ class GpuCollector:
         for family, _, _ in families:
             yield family
         yield health
+        yield conflicted

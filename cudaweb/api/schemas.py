@@ -356,3 +356,17 @@ class WatchReportAccepted(Schema):
     events_new: int
     events_grown: int
     events_closed: int
+    findings_dropped: int = Field(description="findings past CUDAWEB_NODE_REPORT_MAX_FINDINGS, or new events past "
+                                  "the node's CUDAWEB_NODE_NEW_EVENTS_PER_DAY: not stored")
+
+
+class NodeCredentialIssued(Schema):
+    node: str
+    credential: str = Field(description="shown once: only its digest is kept")
+    prefix: str
+    revoked_earlier: bool = Field(description="the node had an active credential, now revoked")
+
+
+class NodeCredentialRevoked(Schema):
+    node: str
+    revoked: bool

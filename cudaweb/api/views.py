@@ -18,13 +18,16 @@ from cudaweb.accounts.roles import has_role
 from cudaweb.api import access, selectors
 from cudaweb.api.errors import error_response, json_detail
 from cudaweb.api.schemas import (AuditFilters, AuditList, Error, EventFilters, EventList, NetworkTestAccepted,
-                                 NetworkTestIn, NetworkTestOut, NodeDetail, NodeFilters, NodeList, RunAccepted, RunOut,
-                                 TriageIn, TriageOut, ValidateIn, WatchReportAccepted)
+                                 NetworkTestIn, NetworkTestOut, NodeCredentialIssued, NodeCredentialRevoked, NodeDetail,
+                                 NodeFilters, NodeList, RunAccepted, RunOut, TriageIn, TriageOut, ValidateIn,
+                                 WatchReportAccepted)
 from cudaweb.api.services import token_user
 from cudaweb.health.ingest import ReportRefused, report_ingest
 from cudaweb.health.services import loop_of
 from cudaweb.network.models import NetworkTest
 from cudaweb.network.services import network_test_request
+from cudaweb.accounts.audit import client_address
+from cudaweb.nodes import report_credentials
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.selectors import nodes_with_label
 from cudaweb.playbooks.matcher import triage as triage_text
@@ -50,6 +53,9 @@ class BearerToken(HttpBearer):
             return None
         name = request.resolver_match.view_name if request.resolver_match else None
         role = access.role_needed(name, request.method)
+        if role == access.NODE:
+            raise AuthorizationError(message="a node's report is posted with that node's own credential "
+                                     "(manage.py node_credential NODE), not a user's token")
         if role is None:
             log.error("no API rule for %s %s (cudaweb/api/access.py): refused", request.method, name)
             raise AuthorizationError(message="no access rule for this URL")
@@ -57,6 +63,26 @@ class BearerToken(HttpBearer):
             raise AuthorizationError(message="this needs the %s role" % role)
         request.user = user  # the audit log's actor for what this request does
         return user
+
+
+class NodeCredentialAuth(HttpBearer):
+    """A node's own credential (cudaweb.nodes.report_credentials): it speaks for the node the URL names only, and
+    for posting that node's reports only (access.NODE). A user's token is refused here, whatever its role."""
+
+    def authenticate(self, request, token):
+        credential = report_credentials.node_credential_find(token)
+        if credential is None:
+            if token_user(token) is not None:
+                raise AuthorizationError(message="a node's report is posted with that node's own credential "
+                                         "(manage.py node_credential NODE), not a user's token")
+            return None
+        named = (request.resolver_match.kwargs or {}).get("name") if request.resolver_match else None
+        if named != credential.node.name:
+            log.warning("node %s's credential (%s…) posted for node %r: refused", credential.node.name,
+                        credential.prefix, (named or "")[:100])
+            raise AuthorizationError(message="this credential speaks for node %s only" % credential.node.name)
+        request.node_credential = credential
+        return credential
 
 
 class ObjectBodies(Parser):
@@ -237,21 +263,54 @@ WATCH_REPORT_BODY = {"requestBody": {"required": True, "content": {"application/
                    "checks": {"type": "array", "items": {"type": "object"}}}}}}}}
 
 
-@api.post("/nodes/{name}/watch-report/", response={202: WatchReportAccepted, 404: Error, 413: Error, **WITH_INPUT},
-          url_name="node_watch_report", summary="A node's watch report (operator)", openapi_extra=WATCH_REPORT_BODY,
-          description="The node-local health command posts what `--mode watch --json` printed; its findings become "
-                      "health events and move the node in the loop, as a look by the dashboard does. 400: not a "
-                      "watch report of the agent's schema; nothing is kept.")
+@api.post("/nodes/{name}/watch-report/",
+          response={202: WatchReportAccepted, 404: Error, 413: Error, 429: Error, **WITH_INPUT},
+          url_name="node_watch_report", summary="A node's watch report (the node's own credential)",
+          openapi_extra=WATCH_REPORT_BODY, auth=NodeCredentialAuth(),
+          description="The node-local health command posts what `--mode watch --json` printed, with the node's own "
+                      "credential (`manage.py node_credential NODE`), for that node only: a user's token, or another "
+                      "node's credential, is refused (403). Its findings become health events and move the node in "
+                      "the loop, as a look by the dashboard does. 400: not a watch report of the agent's schema; "
+                      "nothing is kept. 429: more than CUDAWEB_NODE_REPORTS_PER_MINUTE reports this minute.")
 def node_watch_report(request, name: str = Path(..., example="gpu-0042")):
-    target = Node.objects.filter(name=_name(name)).first()
-    if target is None:
-        raise Http404("no node %r" % name)
+    credential = request.node_credential
+    if not report_credentials.node_report_admit(credential, address=client_address(request)):
+        return error_response(429, "node %s has posted %d reports this minute: the limit "
+                              "(CUDAWEB_NODE_REPORTS_PER_MINUTE); try again next minute" % (
+                                  credential.node.name, settings.CUDAWEB_NODE_REPORTS_PER_MINUTE),
+                              headers={"Retry-After": "60"})
+    target = credential.node
     try:
-        result = report_ingest(target, parse_report(request.body.decode("utf-8", "replace")))
+        result = report_ingest(target, parse_report(request.body.decode("utf-8", "replace")), source="node")
     except (ReportError, ReportRefused) as exc:
         raise HttpError(400, str(exc))
     return Status(202, {"node": target.name, "state": loop_of(target).state, "events_new": len(result.new),
-                        "events_grown": len(result.grown), "events_closed": result.closed})
+                        "events_grown": len(result.grown), "events_closed": result.closed,
+                        "findings_dropped": result.dropped})
+
+
+@api.post("/nodes/{name}/credential/", response={201: NodeCredentialIssued, 404: Error, **WITH_INPUT},
+          url_name="node_credential", summary="Issue a node's credential (admin)",
+          description="A new credential for the node, for its health command or watcher to post its own reports "
+                      "with; the node's earlier credential is revoked. The credential is in this answer only.")
+def node_credential(request, name: str = Path(..., example="gpu-0042")):
+    target = Node.objects.filter(name=_name(name)).first()
+    if target is None:
+        raise Http404("no node %r" % name)
+    earlier = report_credentials.node_credential_active(target) is not None
+    credential, text = report_credentials.node_credential_issue(node=target, by=request.auth.get_username())
+    return Status(201, {"node": target.name, "credential": text, "prefix": credential.prefix,
+                        "revoked_earlier": earlier})
+
+
+@api.delete("/nodes/{name}/credential/", response={200: NodeCredentialRevoked, 404: Error, **WITH_INPUT},
+            url_name="node_credential", summary="Revoke a node's credential (admin)")
+def node_credential_revoke(request, name: str = Path(..., example="gpu-0042")):
+    target = Node.objects.filter(name=_name(name)).first()
+    if target is None:
+        raise Http404("no node %r" % name)
+    return {"node": target.name, "revoked": report_credentials.node_credential_revoke(
+        node=target, by=request.auth.get_username())}
 
 
 def _known_query_only(request, schema):

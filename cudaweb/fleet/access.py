@@ -27,6 +27,7 @@ RULES = {
     "fleet:node_baseline": {"POST": OPERATOR},
     "fleet:host_key_fetch": {"POST": ADMIN},
     "fleet:host_key_accept": {"POST": ADMIN},
+    "fleet:node_credential": {"POST": ADMIN},  # a node's own report credential: issued (shown once) or revoked
     # The loop (cudaweb.health): an operator's word on a node, the breaker an admin closes, an rma bundle
     "fleet:node_loop_decide": {"POST": OPERATOR},
     "fleet:breaker_close": {"POST": ADMIN},

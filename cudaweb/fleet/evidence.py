@@ -19,6 +19,8 @@ from cudaweb.validation.selectors import node_flakiness
 HISTORY_DAYS = 30
 HISTORY_RUNS = 50
 SERIES_RUNS = 5  # burn-in runs of the history whose series come along, besides the record's own
+# the loop's rows in an rma bundle, the newest of each kind: what a node reported is bounded in the bundle too
+BUNDLE_ROWS = 500
 
 
 def _history(node, now):
@@ -83,6 +85,11 @@ def record_rests_on(record):
     return run.get("rests_on") or burnin.describe(run.get("mode", ""), run.get("burnin_seconds"))
 
 
+def _newest(rows, field):
+    """The newest BUNDLE_ROWS of `rows` by `field`, oldest first."""
+    return reversed(list(rows.order_by("-" + field, "-id")[:BUNDLE_ROWS]))
+
+
 def loop_rma_bundle(transition, *, now=None):
     """(file name, zip bytes) for a node the loop (or an operator) sent to rma: MANIFEST.json, loop.json (the
     transitions, rungs and events of the last HISTORY_DAYS days) and history.json (its runs, as rma_bundle)."""
@@ -94,14 +101,14 @@ def loop_rma_bundle(transition, *, now=None):
         "node": node.name, "state": transition.to_state, "root_cause": transition.root_cause, "why": transition.why,
         "transitions": [{"at": t.at, "from": t.from_state, "to": t.to_state, "by": t.by, "why": t.why,
                          "effects": t.effects, "event": t.event_id, "run": str(t.run_id) if t.run_id else None}
-                        for t in Transition.objects.filter(node=node, shadow=False, at__gte=since).order_by("at")],
+                        for t in _newest(Transition.objects.filter(node=node, shadow=False, at__gte=since), "at")],
         "actions": [{"kind": a.kind, "status": a.status, "outcome": a.outcome, "gpu": a.gpu_uuid,
                      "run": str(a.run_id) if a.run_id else None, "created": a.created, "finished": a.finished}
-                    for a in LoopAction.objects.filter(node=node, created__gte=since).order_by("created")],
+                    for a in _newest(LoopAction.objects.filter(node=node, created__gte=since), "created")],
         "events": [{"gpu": e.gpu_uuid, "check": e.check_id, "signature": e.signature, "class": e.klass,
                     "severity": e.severity, "first_seen": e.first_seen, "last_seen": e.last_seen, "count": e.count,
                     "summary": e.summary, "evidence": e.evidence}
-                   for e in HealthEvent.objects.filter(node=node, last_seen__gte=since).order_by("first_seen")],
+                   for e in _newest(HealthEvent.objects.filter(node=node, last_seen__gte=since), "first_seen")],
     }
     files = {
         "loop.json": json.dumps(loop, indent=2, sort_keys=True, default=str),

@@ -44,7 +44,7 @@ def _checked(check, value):
 
 
 class NodeForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="letters, digits, - and _")
+    name = forms.CharField(max_length=validators.NAME_MAX, help_text=validators.NAME_RULE)
     address = forms.CharField(max_length=255, help_text="host name or IP address")
     port = forms.IntegerField(min_value=1, max_value=65535, initial=22)
     username = forms.CharField(max_length=64)

@@ -16,6 +16,7 @@ fleet_patterns = ([
     path("nodes/<uuid:node_id>/onboard/decide/", onboarding.onboard_decide, name="onboard_decide"),
     path("nodes/<uuid:node_id>/host-key/fetch/", nodes.host_key_fetch, name="host_key_fetch"),
     path("nodes/<uuid:node_id>/host-key/accept/", nodes.host_key_accept, name="host_key_accept"),
+    path("nodes/<uuid:node_id>/credential/", nodes.node_credential, name="node_credential"),
     path("nodes/<uuid:node_id>/validate/", nodes.node_validate, name="node_validate"),
     path("nodes/<uuid:node_id>/baseline/", nodes.node_baseline, name="node_baseline"),
     path("nodes/<uuid:node_id>/loop/", loop.node_loop_decide, name="node_loop_decide"),

@@ -17,13 +17,17 @@ log = logging.getLogger(__name__)
 RUN_ACTION = "cudaweb.health.tasks.run_action"
 
 
-def _timeout_s(kind):
+def timeout_s(kind):
+    """How long a rung may run from its claim before the sweep ends it: its own time limit and a margin, so that a
+    rung that hangs on the node is ended by its worker (timed_out: the node's) before the sweep ends one whose
+    worker or database was lost (aborted: ours)."""
     if kind == machine.RESET:
-        return settings.CUDAWEB_RESET_TIMEOUT_S
-    if kind == machine.REBOOT:
-        return settings.CUDAWEB_REBOOT_TIMEOUT_S
-    mode = "burnin" if kind == machine.REVALIDATE_BURNIN else "standard"
-    return settings.CUDAWEB_AGENT_TIMEOUT[mode] + settings.CUDAWEB_LOOP_ACTION_MARGIN_S
+        own = settings.CUDAWEB_RESET_TIMEOUT_S
+    elif kind == machine.REBOOT:
+        own = settings.CUDAWEB_REBOOT_TIMEOUT_S
+    else:
+        own = settings.CUDAWEB_AGENT_TIMEOUT["burnin" if kind == machine.REVALIDATE_BURNIN else "standard"]
+    return own + settings.CUDAWEB_LOOP_ACTION_MARGIN_S
 
 
 def action_start(*, node, kind, key, by, gpu_uuid="", now=None):
@@ -33,7 +37,7 @@ def action_start(*, node, kind, key, by, gpu_uuid="", now=None):
     try:
         with transaction.atomic():
             action = LoopAction.objects.create(node=node, kind=kind, key=key, requested_by=by, gpu_uuid=gpu_uuid,
-                                               created=now, deadline=now + timedelta(seconds=_timeout_s(kind)))
+                                               created=now, deadline=now + timedelta(seconds=timeout_s(kind)))
     except IntegrityError:
         log.warning("rung %s on %s not started twice (key %s, or one is live)", kind, node.name, key)
         return None

@@ -3,20 +3,27 @@
 The report is host output: untrusted. Only the fields named here are read, each capped; a report that is not the
 agent's schema is refused whole (ReportRefused), nothing stored."""
 
+import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from cudaweb.accounts import audit
 from cudaweb.common.dbretry import retrying
 from cudaweb.health import machine, services, signatures
 from cudaweb.health.models import EVIDENCE_CAP, SUMMARY_CAP, HealthEvent, NodeLoop
 from cudaweb.validation.hostoutput import text_for_db
 
 MAX_CHECKS = 200
-MAX_FINDINGS = 500
+MAX_SIGNATURES = 16  # a check's signatures, and the GPUs a finding names (8 GPUs, each split in at most 7 MIG parts)
+MAX_GPUS = 64
 MAX_COUNTERS = 1000
+# NVIDIA's GPU and MIG UUIDs (nvidia-smi -L): anything else a report names is no GPU of ours to act on
+GPU_UUID = re.compile(r"\A(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 SEVERITY = {"fail": HealthEvent.Severity.FAIL, "warn": HealthEvent.Severity.WARN}
 
 
@@ -31,6 +38,7 @@ class Ingested:
     closed: int = 0
     root_cause: str = ""
     transition: object = None
+    dropped: int = 0  # findings past the report's cap, or new events past the node's cap a day
 
 
 def _text(value, cap):
@@ -38,18 +46,20 @@ def _text(value, cap):
 
 
 def _gpus(check):
-    """The GPUs a finding names: `gpus` as a list of {"uuid": ...} objects or of UUID strings; [""] for the node."""
+    """The GPUs a finding names: `gpus` as a list of {"uuid": ...} objects or of UUID strings; [""] for the node.
+    Only NVIDIA's UUID form names a GPU (an index or free text could point a reset at another GPU)."""
     found = []
     for item in check.get("gpus") or ():
         uuid = item.get("uuid") if isinstance(item, dict) else item
-        if isinstance(uuid, str) and uuid and len(uuid) <= 64:
-            found.append(text_for_db(uuid))
+        if isinstance(uuid, str) and GPU_UUID.match(uuid) and uuid not in found:
+            found.append(uuid)
     return found or [""]
 
 
-def findings(report):
+def findings(report, limit=None):
     """[(check, gpu_uuid, signature, severity, summary, evidence)] of a report's checks that did not pass or that
-    carry a signature. Raises ReportRefused."""
+    carry a signature, the first `limit` of them in the report's order (layer order: the root cause first).
+    Raises ReportRefused."""
     if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("cudaprobe/"):
         raise ReportRefused("not a cudaprobe report (no \"schema\": \"cudaprobe/...\")")
     if report.get("mode") != "watch":
@@ -66,11 +76,23 @@ def findings(report):
         if status not in SEVERITY and not names:
             continue
         severity = SEVERITY.get(status, HealthEvent.Severity.INFO)
-        for name in names or ["%s_%s" % (check["id"][:40].replace(".", "_"), status)]:
-            for gpu in _gpus(check):
+        for name in names[:MAX_SIGNATURES] or ["%s_%s" % (check["id"][:40].replace(".", "_"), status)]:
+            for gpu in _gpus(check)[:MAX_GPUS]:
+                if limit is not None and len(out) >= limit:
+                    return out
                 out.append((_text(check["id"], 64), gpu, text_for_db(name), severity,
                             _text(check.get("summary"), SUMMARY_CAP), _text(check.get("evidence"), EVIDENCE_CAP)))
-    return out[:MAX_FINDINGS]
+    return out
+
+
+def findings_count(report):
+    """How many findings a report holds (what findings() would give without a limit), counted without building them."""
+    total = 0
+    for check in report.get("checks") or ():
+        names = [s for s in (check.get("signatures") or ()) if isinstance(s, str) and 0 < len(s) <= 64]
+        if check.get("status") in SEVERITY or names:
+            total += max(1, len(names[:MAX_SIGNATURES])) * len(_gpus(check)[:MAX_GPUS])
+    return total
 
 
 def fabric_counters(report):
@@ -94,14 +116,32 @@ def fabric_counters(report):
     return found
 
 
-def _event_upsert(node, finding, now):
-    """Grow the open event of this (GPU, check, signature), else open one. Returns (event, created)."""
+class _NewEventRoom:
+    """How many events a node may still open today (CUDAWEB_NODE_NEW_EVENTS_PER_DAY), counted once, and only when a
+    report would open one: a node that comes and goes with made-up findings cannot grow the store without end."""
+
+    def __init__(self, node, now):
+        self.node, self.now, self.used, self._opened = node, now, 0, None
+
+    def has_room(self):
+        if self._opened is None:
+            since = self.now - timedelta(days=1)
+            self._opened = HealthEvent.objects.filter(node=self.node, last_seen__gte=since,
+                                                      first_seen__gte=since).count()
+        return self._opened + self.used < settings.CUDAWEB_NODE_NEW_EVENTS_PER_DAY
+
+
+def _event_upsert(node, finding, now, *, may_open=lambda: True):
+    """Grow the open event of this (GPU, check, signature), else open one (where `may_open()`). Returns (event,
+    created); (None, False) when it would open one and may not."""
     check, gpu, name, severity, summary, evidence = finding
     key = dict(node=node, gpu_uuid=gpu, check_id=check, signature=name, open=True)
     for _ in range(2):
         if HealthEvent.objects.filter(**key).update(count=F("count") + 1, last_seen=now, evidence=evidence,
                                                     summary=summary, severity=severity):
             return HealthEvent.objects.get(**key), False
+        if not may_open():
+            return None, False
         try:
             with transaction.atomic():
                 return HealthEvent.objects.create(first_seen=now, last_seen=now, severity=severity, summary=summary,
@@ -118,17 +158,27 @@ def _at_rest(node):
     return ready and states in (None, (machine.READY, machine.READY))
 
 
-def report_ingest(node, report, *, now=None):
+def report_ingest(node, report, *, now=None, source="look"):
     """Store a watch report's findings as events and hand the node's state machine what they mean: a hardware
     finding (the root cause among them), else a clean look. Application Xids and observations only add events.
-    Returns an Ingested."""
+    `source`: "look" (the dashboard's own look over SSH) or "node" (the node's own report, with its credential),
+    for the audit log. What one report can store is bounded: CUDAWEB_NODE_REPORT_MAX_FINDINGS findings, and no new
+    event past CUDAWEB_NODE_NEW_EVENTS_PER_DAY opened on the node in a day. Returns an Ingested."""
     now = now or timezone.now()
     result = Ingested()
     seen = set()
     hardware = []
+    cap = settings.CUDAWEB_NODE_REPORT_MAX_FINDINGS
+    kept = findings(report, limit=cap)
+    result.dropped = findings_count(report) - len(kept)
     with transaction.atomic():
-        for finding in findings(report):
-            event, created = _event_upsert(node, finding, now)
+        room = _NewEventRoom(node, now)
+        for finding in kept:
+            event, created = _event_upsert(node, finding, now, may_open=room.has_room)
+            if event is None:
+                result.dropped += 1
+                continue
+            room.used += created
             (result.new if created else result.grown).append(event)
             seen.add(event.id)
             if event.klass == HealthEvent.Klass.HARDWARE:
@@ -138,6 +188,10 @@ def report_ingest(node, report, *, now=None):
         counters = fabric_counters(report)
         if not NodeLoop.objects.filter(node=node).update(last_watch_at=now, watch_error="", watch_counters=counters):
             NodeLoop.objects.get_or_create(node=node, defaults={"last_watch_at": now, "watch_counters": counters})
+        if result.new or result.closed:
+            audit.record("node.report", obj=node, source=source, closed=result.closed, dropped=result.dropped,
+                         opened=["%s %s%s" % (e.check_id, e.signature, " GPU %s" % e.gpu_uuid if e.gpu_uuid else "")
+                                 for e in result.new[:20]], opened_count=len(result.new))
     result.root_cause = signatures.root_cause([e.signature for e in hardware])
     if not result.root_cause and _at_rest(node):
         return result  # a clean look at a ready node: the machine has nothing to decide (most looks, at scale)
@@ -151,13 +205,22 @@ def report_ingest(node, report, *, now=None):
     else:
         result.transition = retrying(services.apply, node, machine.Stimulus(machine.LOOK, clean=True), now=now,
                                      what="loop decision for %s" % node.name)
-    if result.new:
-        from cudaweb.hooks.services import loop_webhook
-
-        for event in result.new:
-            if event.severity == HealthEvent.Severity.FAIL or event.klass == HealthEvent.Klass.HARDWARE:
-                loop_webhook(event="health_event", node=node, headline="has a new %s event" % event.klass,
-                             cause="%s %s%s: %s" % (event.check_id, event.signature,
-                                                    " on GPU %s" % event.gpu_uuid if event.gpu_uuid else "",
-                                                    event.summary))
+    _webhook_new_events(node, result.new)
     return result
+
+
+def _webhook_new_events(node, new):
+    """One webhook per node per look: its new failing or hardware events together (a report of many findings is
+    one message, not one each)."""
+    told = [e for e in new if e.severity == HealthEvent.Severity.FAIL or e.klass == HealthEvent.Klass.HARDWARE]
+    if not told:
+        return
+    from cudaweb.hooks.services import loop_webhook
+
+    lines = ["%s %s%s: %s" % (e.check_id, e.signature, " on GPU %s" % e.gpu_uuid if e.gpu_uuid else "", e.summary)
+             for e in told[:10]]
+    more = " (and %d more)" % (len(told) - 10) if len(told) > 10 else ""
+    klasses = sorted({e.klass for e in told})
+    loop_webhook(event="health_event", node=node,
+                 headline="has %s new %s event%s" % (len(told), " and ".join(klasses), "" if len(told) == 1 else "s"),
+                 cause="; ".join(lines) + more)

@@ -26,9 +26,13 @@ RUNGS = (REVALIDATE, REVALIDATE_BURNIN, RESET, REBOOT)
 # Side effects that go with a transition (made in the transition's own transaction: hooks deliveries, the bundle).
 DRAIN, RESUME, BUNDLE = "drain", "resume", "bundle"
 
-# Named outcomes of a rung.
-SUCCEEDED, FAILED, TIMED_OUT, BUSY = "succeeded", "failed", "timed_out", "busy"
-OUTCOMES = (SUCCEEDED, FAILED, TIMED_OUT, BUSY)
+# Named outcomes of a rung. BUSY: the node could not take it now (a process holds a GPU, its drain is not
+# delivered); ABORTED: the dashboard failed (a worker lost, the database away, a run that ended by our own failure):
+# neither says anything of the node, so neither moves it up the ladder; the rung is taken again.
+# SKIPPED: the rung does not apply to the fault (a reset with no GPU named): the ladder's next rung.
+SUCCEEDED, FAILED, TIMED_OUT, BUSY, ABORTED, SKIPPED = "succeeded", "failed", "timed_out", "busy", "aborted", "skipped"
+OUTCOMES = (SUCCEEDED, FAILED, TIMED_OUT, BUSY, ABORTED, SKIPPED)
+NOT_THE_NODES = frozenset({BUSY, ABORTED})
 
 # Stimuli
 FINDING = "finding"          # a watch look found a hardware fault (signature)
@@ -143,11 +147,16 @@ def step(loop, stimulus):
     if state in IN_RUNG:
         if kind != OUTCOME or stimulus.action != loop.action:
             return NOTHING  # a stale or repeated outcome: the rung it speaks of is no longer in flight
+        if stimulus.outcome in NOT_THE_NODES:
+            # back to quarantined on the same rung: taken again (auto: at the next look), never the next one
+            return _go(loop, QUARANTINED, "%s not done (%s): taken again, not counted against the node" % (
+                loop.action, "the node is busy" if stimulus.outcome == BUSY else "the dashboard failed"))
+        if stimulus.outcome == SKIPPED:
+            return _rung(loop, loop.rung + 1, "%s does not apply to %s; the ladder's rung %d" % (
+                loop.action, loop.root_cause or "the fault", loop.rung + 2))
         if state == REMEDIATING:
             if stimulus.outcome == SUCCEEDED:
                 return _go(loop, REVALIDATING, "%s succeeded: re-validate" % loop.action, action=REVALIDATE)
-            if stimulus.outcome == BUSY:
-                return _go(loop, QUARANTINED, "%s not done: a process holds the GPU" % loop.action)
             return _go(loop, RMA, "%s %s" % (loop.action, stimulus.outcome.replace("_", " ")), effects=(BUNDLE,))
         if stimulus.outcome == SUCCEEDED:
             return _go(loop, READY, "re-validation passed", effects=(RESUME,), root_cause="", rung=0,

@@ -112,6 +112,8 @@ class LoopAction(models.Model):
         FAILED = "failed"
         TIMED_OUT = "timed_out"
         BUSY = "busy"
+        ABORTED = "aborted"  # the dashboard failed (a worker lost, the database away): nothing said of the node
+        SKIPPED = "skipped"  # it does not apply to the fault (a reset with no GPU named): the ladder's next rung
         CANCELLED = "cancelled"  # never started: an operator moved the node on before a worker took it
 
     LIVE = (Status.PENDING, Status.RUNNING)
@@ -153,6 +155,9 @@ class LoopPolicy(models.Model):
     interval_s = models.PositiveIntegerField(null=True, blank=True, help_text="watch cadence; empty: the default")
     repeat_limit = models.PositiveSmallIntegerField(default=2)
     repeat_window_days = models.PositiveSmallIntegerField(default=7)
+    no_scheduler = models.BooleanField(default=False, help_text="these nodes run no scheduler (no Slurm, no "
+                                       "Kubernetes): a reset or reboot goes ahead without a drain, only while no "
+                                       "process holds any of the node's GPUs")
 
     class Meta:
         ordering = ["priority", "label"]

@@ -17,6 +17,7 @@ class Policy:
     repeat_limit: int
     repeat_window_days: int
     label: str = ""  # the label it comes from; "" for the defaults
+    no_scheduler: bool = False  # no drain to wait for: a reset or reboot only with every GPU idle
 
 
 def ladder_check(rungs):
@@ -35,7 +36,8 @@ def defaults():
     return Policy(mode=settings.CUDAWEB_LOOP_MODE, ladder=ladder_check(settings.CUDAWEB_LOOP_LADDER),
                   auto=settings.CUDAWEB_LOOP_AUTO, interval_s=settings.CUDAWEB_WATCH_INTERVAL_S,
                   repeat_limit=settings.CUDAWEB_LOOP_REPEAT_LIMIT,
-                  repeat_window_days=settings.CUDAWEB_LOOP_REPEAT_DAYS)
+                  repeat_window_days=settings.CUDAWEB_LOOP_REPEAT_DAYS,
+                  no_scheduler=settings.CUDAWEB_LOOP_NO_SCHEDULER)
 
 
 def policy_of(node, policies=None):
@@ -47,5 +49,6 @@ def policy_of(node, policies=None):
         if row.label in labels:
             return Policy(mode=row.mode, ladder=tuple(r for r in row.ladder if r in machine.RUNGS), auto=row.auto,
                           interval_s=row.interval_s or settings.CUDAWEB_WATCH_INTERVAL_S,
-                          repeat_limit=row.repeat_limit, repeat_window_days=row.repeat_window_days, label=row.label)
+                          repeat_limit=row.repeat_limit, repeat_window_days=row.repeat_window_days, label=row.label,
+                          no_scheduler=row.no_scheduler)
     return defaults()

@@ -46,19 +46,26 @@ def breaker_row(lock=False):
     return row
 
 
-def _held_nodes(now):
-    """Nodes drained by the loop now, or quarantined by it within the window: what the breaker counts."""
+def _held_nodes(now, since=None):
+    """Nodes drained by the loop now, or quarantined by it within the window: what the breaker counts. The window
+    starts again at `since` (an admin closed the breaker then): quarantines before it are not counted again, or the
+    breaker would open again at once."""
     window = now - timedelta(seconds=settings.CUDAWEB_BREAKER_WINDOW_S)
+    if since is not None and since > window:
+        window = since
     held = set(NodeLoop.objects.filter(state__in=machine.DRAINED).values_list("node_id", flat=True))
-    held |= set(Transition.objects.filter(shadow=False, to_state=machine.QUARANTINED, at__gte=window)
+    # the loop's drains within the window: to quarantine, and straight to rma (a repeated cause) as well
+    held |= set(Transition.objects.filter(shadow=False, from_state=machine.SUSPECT,
+                                          to_state__in=(machine.QUARANTINED, machine.RMA), at__gte=window)
                 .values_list("node_id", flat=True))
     return held
 
 
-def breaker_verdict(node, now):
-    """(allows, why not): whether draining `node` keeps the fleet within the limits. Call inside the transaction
-    that holds the breaker's row lock (breaker_row(lock=True))."""
-    held = _held_nodes(now) - {node.id}
+def breaker_verdict(node, now, since=None):
+    """(allows, why not): whether draining `node` keeps the fleet within the limits, counting from `since` (when
+    the breaker was last closed) at the earliest. Call inside the transaction that holds the breaker's row lock
+    (breaker_row(lock=True))."""
+    held = _held_nodes(now, since) - {node.id}
     limit = settings.CUDAWEB_BREAKER_MAX_NODES
     if len(held) + 1 > limit:
         return False, "%d nodes are quarantined or remediating within %d s; the limit is %d " \
@@ -101,18 +108,31 @@ def breaker_close(*, user):
 
 # ---------------------------------------------------------------------------------------------- one stimulus
 
-def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None):
+class RungRunning(ValueError):
+    """An operator's decision while a rung runs on the node: decide once it has ended."""
+
+
+def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None, refuse_running=False):
     """Apply `stimulus` to `node` under its policy. Returns the Transition made, or None (nothing changes, the
     breaker holds the node, or another worker moved it first). Policy off: nothing moves; record: the shadow state
-    moves and nothing is done (no drain, no rung)."""
+    moves and nothing is done (no drain, no rung). A rung's end is the node's whatever the policy says now: the rung
+    was started under a policy that acted, and its node must not stay in it (the policy changed, or its label).
+    `refuse_running`: raise RungRunning when a rung is running on the node, checked under the node's row lock, the
+    lock a worker's claim of a rung takes too."""
     now = now or timezone.now()
     policy = policy_of(node)
     operator = by != LOOP
-    if policy.mode == "off" and not operator:
+    ending = stimulus.kind == machine.OUTCOME
+    if policy.mode == "off" and not operator and not ending:
         return None
-    shadow = policy.mode == "record" and not operator
+    shadow = policy.mode == "record" and not operator and not ending
     with transaction.atomic():
         row = NodeLoop.objects.select_for_update().filter(node=node).first() or _created_locked(node)
+        if refuse_running:
+            running = LoopAction.objects.filter(node=node, status=LoopAction.Status.RUNNING).first()
+            if running is not None:
+                raise RungRunning("a %s is running on the node (since %s): decide once it has ended" % (
+                    running.kind, running.started.strftime("%Y-%m-%d %H:%M:%S") if running.started else "now"))
         state = row.shadow_state if shadow else row.state
         cause = row.shadow_root_cause if shadow else row.root_cause
         loop = machine.Loop(state=state, root_cause=cause, rung=row.rung, action="" if shadow else row.action,
@@ -121,7 +141,7 @@ def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None
         breaker = None
         if state == machine.SUSPECT and not shadow:
             breaker = breaker_row(lock=True)  # the lock serialises every decision that may drain a node
-            allows, why_not = (False, breaker.reason) if breaker.is_open else breaker_verdict(node, now)
+            allows, why_not = (False, breaker.reason) if breaker.is_open else breaker_verdict(node, now, breaker.closed_at)
             loop = replace(loop, breaker_allows=allows)
         decision = machine.step(loop, stimulus)
         if decision.to is None:
@@ -192,7 +212,8 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
 
 
 def _gpu_of(node, cause):
-    """The GPU a rung acts on: the newest open hardware event of the root cause that names one."""
+    """The GPU a rung acts on: the newest hardware event of the root cause that names one (an occurrence, an Xid line,
+    is closed by the next clean look, before the rung starts; the reset still needs nvidia-smi to list it)."""
     from cudaweb.health.models import HealthEvent
 
     return (HealthEvent.objects.filter(node=node, signature=cause).exclude(gpu_uuid="").order_by("-last_seen")
@@ -210,11 +231,8 @@ def operator_decide(*, node, user, verdict, reason, action=""):
     kinds = {"healthy": machine.MARK_HEALTHY, "rma": machine.SEND_RMA, "remediate": machine.REMEDIATE}
     if verdict not in kinds:
         raise ValueError("unknown decision %r" % verdict)
-    running = LoopAction.objects.filter(node=node, status=LoopAction.Status.RUNNING).first()
-    if running is not None and verdict in ("healthy", "rma"):
-        raise ValueError("a %s is running on the node (since %s): decide once it has ended" % (
-            running.kind, running.started.strftime("%Y-%m-%d %H:%M:%S") if running.started else "now"))
-    transition = apply(node, machine.Stimulus(kinds[verdict], action=action), by=user.get_username(), actor=user)
+    transition = apply(node, machine.Stimulus(kinds[verdict], action=action), by=user.get_username(), actor=user,
+                       refuse_running=verdict in ("healthy", "rma"))
     if transition is None:
         raise ValueError("nothing to do: the node is %s" % loop_of(node).state)
     Transition.objects.filter(id=transition.id).update(why=("%s: %s" % (transition.why, reason))[:500])

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from cudaweb.health import remediation, watch
+from cudaweb.health import remediation, retention, watch
 
 
 @shared_task(ignore_result=True)
@@ -32,3 +32,9 @@ def run_action(action_id):
 @shared_task(ignore_result=True)
 def sweep_actions():
     remediation.actions_sweep()
+
+
+@shared_task(ignore_result=True)
+def prune_events():
+    """Beat, daily: closed events past their retention (CUDAWEB_EVENT_RETENTION_DAYS)."""
+    retention.events_prune()

@@ -19,12 +19,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from cudaweb.hooks import outbound
 from cudaweb.hooks.errors import Permanent, Transient
 
 CONDITION = "GPUHealthy"
 EVENT_NAMESPACE = "default"  # where the kubelet puts a Node's events, and so where `kubectl describe node` looks
 EVENT_SOURCE = "cudaweb"
 MESSAGE_CAP = 1024
+ANNOTATION_CAP = 1000
 REASON_CAP = 128
 NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_]")  # a condition's reason is a CamelCase-like word (no spaces)
 TAINT_KEY = "cudaweb.io/quarantined"
@@ -100,7 +102,7 @@ def health_condition(node, *, status, reason, message, now):
                     None)
     moved = previous is None or previous.get("status") != status or not previous.get("lastTransitionTime")
     return {"type": CONDITION, "status": status, "reason": condition_reason(reason),
-            "message": " ".join(str(message).split())[:MESSAGE_CAP], "lastHeartbeatTime": rfc3339(now),
+            "message": outbound.kubernetes_text(message, MESSAGE_CAP), "lastHeartbeatTime": rfc3339(now),
             "lastTransitionTime": rfc3339(now) if moved else previous["lastTransitionTime"]}
 
 
@@ -112,8 +114,8 @@ def gpu_event(node, *, key, gpu, now):
             "metadata": {"name": "%s.cudaweb-%s-gpu%d" % (name, key, gpu["index"]), "namespace": EVENT_NAMESPACE},
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": metadata.get("uid", "")},
             "reason": condition_reason(gpu["reason"]), "type": "Normal" if gpu["healthy"] else "Warning",
-            "message": " ".join(("GPU %d (%s): %s" % (gpu["index"], gpu["uuid"], gpu["message"])).split())[
-                :MESSAGE_CAP],
+            "message": outbound.kubernetes_text("GPU %d (%s): %s" % (gpu["index"], gpu["uuid"], gpu["message"]),
+                                                MESSAGE_CAP),
             "source": {"component": EVENT_SOURCE}, "reportingComponent": EVENT_SOURCE,
             "firstTimestamp": rfc3339(now), "lastTimestamp": rfc3339(now), "count": 1}
 
@@ -136,7 +138,7 @@ def cordon_patch(node, reason):
     annotations = dict(metadata.get("annotations") or {})
     if not spec.get("unschedulable"):
         annotations[CORDONED] = "true"  # ours to undo; a node someone cordoned before stays cordoned
-    annotations[REASON] = reason[:1000]
+    annotations[REASON] = outbound.kubernetes_text(reason, ANNOTATION_CAP)
     return [
         {"op": "test", "path": "/metadata/resourceVersion", "value": metadata.get("resourceVersion")},
         {"op": "add", "path": "/spec/unschedulable", "value": True},

@@ -1,7 +1,9 @@
-"""What a hook says: a run's root cause, its URL, and the Slack-compatible message (mrkdwn-escaped)."""
+"""What a hook says: a run's root cause, its URL, and the Slack-compatible message (host text made clean by
+cudaweb.hooks.outbound)."""
 
 from django.conf import settings
 
+from cudaweb.hooks import outbound
 from cudaweb.playbooks.root_cause import run_root_cause
 
 HEADLINES = {
@@ -10,22 +12,6 @@ HEADLINES = {
     "drift": ("drifted from its baseline or its peers", "#e0a000"),
 }
 CAUSE_CAP = 300
-
-
-def slack_escape(text):
-    """Slack's mrkdwn escaping (&, <, >): text a host or an operator wrote cannot post <!channel> or a disguised
-    <http://...|link> from our bot."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _escaped(value):
-    if isinstance(value, str):
-        return slack_escape(value)
-    if isinstance(value, dict):
-        return {key: _escaped(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_escaped(item) for item in value]
-    return value
 
 
 def root_cause_data(run):
@@ -66,35 +52,36 @@ def run_url(run):
 
 def message(*, event, node_name, run, cause, root_cause=None):
     """Slack-compatible JSON: `text` for any receiver, one attachment with the fields for the ones that show them,
-    and `root_cause` as data. Every text a host or an operator wrote (the node's name, the cause, a note) is
-    escaped by Slack's rules; our own link syntax around the run's URL is not."""
+    and `root_cause` as data. Every text a host or an operator wrote (the node's name, the cause, a note) is one
+    line that can neither mention, link nor format (outbound.slack_mrkdwn); our own bold name and link are markup."""
     headline, color = HEADLINES[event]
     url = run_url(run)
-    verdict = slack_escape(run.verdict or run.status)
-    name, cause = slack_escape(node_name), slack_escape(cause)
+    verdict = outbound.slack_mrkdwn(run.verdict or run.status)
+    name, cause = outbound.slack_mrkdwn(node_name), outbound.slack_mrkdwn(cause)
     text = "*%s* %s (%s): %s <%s|run>" % (name, headline, verdict, cause, url)
     fields = [
         {"title": "Node", "value": name, "short": True},
-        {"title": "Verdict", "value": "%s (%s)" % (verdict, slack_escape(run.status)), "short": True},
+        {"title": "Verdict", "value": "%s (%s)" % (verdict, outbound.slack_mrkdwn(run.status)), "short": True},
         {"title": "Root cause" if event != "drift" else "Drift", "value": cause, "short": False},
     ]
     playbook = (root_cause or {}).get("playbook") if event != "drift" else None
     if playbook:
-        value = slack_escape("%s: %s" % (playbook["title"], playbook["first_fix"]))
+        value = outbound.webhook_text("%s: %s" % (playbook["title"], playbook["first_fix"]))  # ours: `code` stays
         fields.append({"title": "Playbook", "value": value, "short": False})
     fields.append({"title": "Run", "value": url, "short": False})
     return {
         "text": text,
         "attachments": [{"fallback": text, "color": color, "title": "%s %s" % (name, headline), "title_link": url,
                          "fields": fields}],
-        "root_cause": _escaped(root_cause) if event != "drift" else None,
+        "root_cause": outbound.webhook_data(root_cause) if event != "drift" else None,
     }
 
 
 def loop_message(*, event, node_name, headline, cause, url):
     """The loop's webhook (cudaweb.health): a health event, a node's new state, the circuit breaker opening. The
     same Slack-compatible shape as `message`, with the node's page as its link and `loop` as data."""
-    name, cause, headline = slack_escape(node_name), slack_escape(cause), slack_escape(headline)
+    data = outbound.webhook_data({"event": event, "node": node_name, "headline": headline, "cause": cause})
+    name, cause, headline = (outbound.slack_mrkdwn(text) for text in (node_name, cause, headline))
     text = "*%s* %s: %s <%s|node>" % (name, headline, cause, url)
     color = "#e0a000" if event == "health_event" else "#d00000"
     return {
@@ -102,5 +89,5 @@ def loop_message(*, event, node_name, headline, cause, url):
         "attachments": [{"fallback": text, "color": color, "title": "%s %s" % (name, headline), "title_link": url,
                          "fields": [{"title": "Node", "value": name, "short": True},
                                     {"title": "Why", "value": cause, "short": False}]}],
-        "loop": {"event": event, "node": name, "headline": headline, "cause": cause},
+        "loop": data,
     }

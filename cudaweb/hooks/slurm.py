@@ -3,6 +3,7 @@
 import re
 import shlex
 
+from cudaweb.hooks import outbound
 from cudaweb.hooks.errors import Permanent, Transient
 from cudaweb.remote.transports import base
 
@@ -11,9 +12,8 @@ REASON_CAP = 200  # Slurm keeps the reason in its state file; a whole log does n
 
 
 def drain_argv(slurm_name, root_cause):
-    # scontrol takes double quotes in a value as its own quoting and drops them (seen with Slurm 22.05): single ones
-    # survive. The shell's quoting is the transport's (shlex.quote of every argument).
-    reason = (REASON_PREFIX + " ".join(root_cause.replace('"', "'").split()))[:REASON_CAP]
+    # The shell's quoting is the transport's (shlex.quote of every argument); the reason's is outbound's.
+    reason = outbound.slurm_reason(REASON_PREFIX + root_cause, REASON_CAP)
     return ["update", "NodeName=%s" % slurm_name, "State=DRAIN", "Reason=%s" % reason]
 
 

@@ -8,6 +8,7 @@ from django.db import models
 from django.urls import reverse
 
 from cudaweb.nodes import crypto, keyfiles
+from cudaweb.nodes.validators import node_name_validator
 
 
 class SSHCredential(models.Model):
@@ -47,7 +48,7 @@ class Node(models.Model):
         QUARANTINED = "quarantined", "Quarantined"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[node_name_validator])
     address = models.CharField(max_length=255, blank=True)
     port = models.PositiveIntegerField(default=22)
     username = models.CharField(max_length=64, blank=True)
@@ -76,10 +77,11 @@ class Node(models.Model):
     dcgm_level = models.CharField(max_length=2, choices=DcgmLevel.choices, blank=True, default=DcgmLevel.OFF,
                                   help_text="also run DCGM's diagnostic (dcgmi diag -r N) in each validation, where "
                                             "the node has DCGM: the agent's --with-dcgm")
-    slurm_name = models.CharField(max_length=100, blank=True, help_text="the node's NodeName in Slurm (drained on "
-                                  "quarantine); empty: its name")
-    kubernetes_name = models.CharField(max_length=253, blank=True, help_text="the node's name in Kubernetes (cordoned "
-                                       "on quarantine); empty: its name")
+    slurm_name = models.CharField(max_length=100, blank=True, validators=[node_name_validator],
+                                  help_text="the node's NodeName in Slurm (drained on quarantine); empty: its name")
+    kubernetes_name = models.CharField(max_length=253, blank=True, validators=[node_name_validator],
+                                       help_text="the node's name in Kubernetes (cordoned on quarantine); empty: its "
+                                                 "name")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
     created = models.DateTimeField(auto_now_add=True)
     # Denormalised from the latest runs (cudaweb.drift.services.run_summarize, on validation's run_finished
@@ -201,3 +203,36 @@ class FabricExpectation(models.Model):
         own = [row.ib_rate_gbps for row in rows if row.node_id == node.id]
         labels = [row.ib_rate_gbps for row in rows if row.node_id is None]
         return own[0] if own else (max(labels) if labels else None)
+
+
+class NodeCredential(models.Model):
+    """The credential a node reports with (the node-local health command, the watcher): it speaks for its own node
+    and only posts that node's reports. Only a digest is kept; the text is shown once, when issued. A node has at
+    most one active credential: issuing a new one revokes the one before."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="report_credentials")
+    digest = models.CharField(max_length=64, unique=True, help_text="sha256 of the credential, hex")
+    prefix = models.CharField(max_length=12, help_text="the credential's first characters, to tell them apart")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, help_text="who issued it (a user name, or how)")
+    last_used = models.DateTimeField(null=True, blank=True)
+    last_address = models.GenericIPAddressField(null=True, blank=True, help_text="where its last report came from")
+    revoked = models.DateTimeField(null=True, blank=True)
+    # reports in the current minute: the per-node rate limit, counted on this row (one UPDATE a report)
+    minute = models.DateTimeField(null=True, blank=True)
+    minute_reports = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["node", "-created"]
+        constraints = [
+            # one active credential per node: the node page and the commands show "the" credential
+            models.UniqueConstraint(fields=["node"], condition=models.Q(revoked__isnull=True),
+                                    name="node_credential_one_active"),
+        ]
+
+    def __str__(self):
+        return "%s: %s… (%s)" % (self.node.name, self.prefix, "revoked" if self.revoked else "active")
+
+    @property
+    def is_active(self):
+        return self.revoked is None

@@ -5,9 +5,17 @@ refused here is refused everywhere)."""
 import ipaddress
 import re
 
+from django.core.validators import RegexValidator
+
 from cudaweb.nodes.addresses import AddressRefused, address_check
 
-NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")  # a slug: it is part of URLs, file names and Slurm / Kubernetes names
+# A name is part of URLs, file names and Slurm / Kubernetes names, and an argument of scontrol and kubectl-like calls:
+# its first character is a letter or a digit, so that it never reads as an option ("--force"), a hidden file or "..".
+NAME_FORM = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+NAME_MAX = 100
+NAME_RULE = "a letter or a digit first, then letters, digits, . _ -"
+# The model's fields (name, slurm_name, kubernetes_name), and so the admin; each field's max_length bounds the length.
+node_name_validator = RegexValidator(r"\A%s\Z" % NAME_FORM, "not a node name: " + NAME_RULE)
 USERNAME = re.compile(r"[a-z_][a-z0-9_.-]{0,63}")  # a POSIX login (useradd's default rule)
 # A label is a word a filter, a URL and a Prometheus series carry (rack-07, h200, a Slurm partition): a Kubernetes
 # label value's shape. A node has a few, not thousands: one scontrol record once gave 100,001 and the fleet page 3.6 MB.
@@ -24,8 +32,8 @@ class NodeFieldError(ValueError):
 
 
 def name_check(name):
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise NodeFieldError("name", "%r is not a node name: letters, digits, - and _ (at most 100)" % _shown(name))
+    if not isinstance(name, str) or len(name) > NAME_MAX or not re.fullmatch(NAME_FORM, name):
+        raise NodeFieldError("name", "%r is not a node name: %s (at most %d)" % (_shown(name), NAME_RULE, NAME_MAX))
     return name
 
 

@@ -1,5 +1,6 @@
 """Facts pulled out of an error text (sizes, GPU, rank, op, timeout) and the OOM kinds they point to."""
 
+from cudaweb.common import numbers
 from cudaweb.playbooks import linear
 
 UNITS = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
@@ -29,6 +30,7 @@ OTHER = {
                                  r"option \w{1,40}|max_split_size_mb too small|Unknown allocator backend"
                                  r"|garbage_collect(?:ion)?_threshold is invalid|Invalid fraction value)",
 }
+WORDS = frozenset({"op_type", "capability", "allocator_setting_refused"})  # the OTHER facts that are no numbers
 
 
 COMPILED = {key: linear.compile(pattern, case_sensitive=True) for key, pattern in {**PATTERNS, **OTHER}.items()}
@@ -36,7 +38,7 @@ COMPILED = {key: linear.compile(pattern, case_sensitive=True) for key, pattern i
 
 def _gib(match):
     groups = [g.decode("ascii") for g in match.groups() if g is not None]
-    return round(float(groups[0]) * UNITS[groups[1]], 3)
+    return round(numbers.decimal(groups[0]) * UNITS[groups[1]], 3)
 
 
 def extract(text):
@@ -53,7 +55,11 @@ def extract(text):
         match = COMPILED[key].search(text)
         if match:
             value = linear.text_of(next(g for g in match.groups() if g is not None))
-            facts[key] = int(value) if value.isdigit() else value
+            number = numbers.integer(value)
+            if key in WORDS:
+                facts[key] = value
+            elif number is not None:  # over numbers.MAX_DIGITS ("GPU 999...", 5000 nines) is no GPU: no fact
+                facts[key] = number
     if "driver_cuda_found" in facts:
         found = facts["driver_cuda_found"]
         facts["driver_cuda_version"] = "%d.%d" % (found // 1000, found % 1000 // 10)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from cudaweb.common import numbers
 from cudaweb.playbooks import linear
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parent / "knowledge"
@@ -204,7 +205,7 @@ class Knowledge:
                 continue
             for match in itertools.islice(compiled.finditer(text), MAX_SCAN):
                 number = next((g for g in match.groups() if g), None)
-                numbered = self.by_number.get((table.name, int(number))) if number else None
+                numbered = self.by_number.get((table.name, numbers.integer(number)))
                 if numbered is not None:
                     weight = WORKFLOW_WEIGHT if table.name == "xid" and numbered.number in self.workflow_xids \
                         else NUMBER_WEIGHT
@@ -212,7 +213,7 @@ class Knowledge:
         if self.workflow_xids:
             seen = {}
             for match in itertools.islice(_XID_ON_GPU.finditer(text), MAX_SCAN):
-                key = (match.group(1), int(match.group(2)))
+                key = (match.group(1), numbers.integer(match.group(2)))
                 if key[1] in self.workflow_xids:
                     seen.setdefault(key, []).append(match.start())
             repeated = sorted(offsets[self.repeats - 1] for offsets in seen.values() if len(offsets) >= self.repeats)

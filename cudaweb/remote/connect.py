@@ -39,9 +39,10 @@ def reachable_address(address, port):
 
 def transport_for(node, *, purpose="", on_behalf_of=None):
     """The transport that reaches `node`: local for the dashboard's own host, else SSH pinned to the accepted key.
-    Using the node's stored SSH credential goes to the audit log, with `purpose` (e.g. the run) and the user it
-    serves. Reading the accepted host key and writing the audit row ride over a dropped database connection
-    (cudaweb.common.dbretry), for every caller."""
+    Each login with the node's stored SSH credential (the transport's connect, once the host proved the pinned key)
+    goes to the audit log, with `purpose` (e.g. the run) and the user it serves; a node without an accepted key, or
+    one that cannot be reached, writes none. Reading the accepted host key and writing the audit row ride over a
+    dropped database connection (cudaweb.common.dbretry), for every caller."""
     return dbretry.retrying(_transport_for, node, purpose=purpose, on_behalf_of=on_behalf_of,
                             what="connection to %s%s" % (node.name, " (%s)" % purpose if purpose else ""))
 
@@ -50,22 +51,27 @@ def _transport_for(node, *, purpose, on_behalf_of):
     if node.is_local:
         return LocalTransport(settings.CUDAWEB_AGENT_CACHE_DIR, settings.CUDAWEB_OUTPUT_CAP)
     host_key = HostKey.objects.filter(node=node, accepted_at__isnull=False).first()
-    if node.credential is None:
+    credential = node.credential
+    if credential is None:
         raise base.AuthFailed("node %s has no SSH credential" % node.name)
     try:
         address = reachable_address(node.address, node.port)
     except addresses.AddressRefused as exc:
         raise base.Unreachable(str(exc)) from None
-    audit.record("credential.used", actor=on_behalf_of, obj=node.credential, node=node.name,
-                 address="%s:%d" % (node.address, node.port), username=node.username, purpose=purpose)
     try:
-        key_text = node.credential.private_key_text()
+        key_text = credential.private_key_text()
     except KeyFileRefused as exc:
         raise base.AuthFailed(str(exc)) from None
+
+    def key_used(outcome):
+        dbretry.retrying(audit.record, "credential.used", actor=on_behalf_of, obj=credential, node=node.name,
+                         address="%s:%d" % (node.address, node.port), username=node.username, purpose=purpose,
+                         outcome=outcome, what="audit of %s's credential" % node.name)
+
     return SSHTransport(
         address, node.port, node.username, key_text,
         (host_key.key_type, host_key.key_base64) if host_key else None,
-        settings.CUDAWEB_SSH_CONNECT_TIMEOUT, settings.CUDAWEB_OUTPUT_CAP)
+        settings.CUDAWEB_SSH_CONNECT_TIMEOUT, settings.CUDAWEB_OUTPUT_CAP, on_key_used=key_used)
 
 
 class QueueDown(Exception):

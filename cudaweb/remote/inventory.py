@@ -7,6 +7,7 @@ import io
 import re
 import shlex
 
+from cudaweb.common import numbers
 from cudaweb.nodes import validators
 
 CSV_COLUMNS = ("name", "address", "port", "user", "labels", "transport")
@@ -48,9 +49,9 @@ def parse_csv(text):
             continue
         line = reader.line_num
         port = row.get("port") or "22"
-        if not port.isdigit():
+        if numbers.integer(port) is None:
             raise InventoryError("line %d: port %r is not a number" % (line, port))
-        entries.append(_entry(line, row["name"], row.get("address", ""), int(port), row.get("user", ""),
+        entries.append(_entry(line, row["name"], row.get("address", ""), numbers.integer(port), row.get("user", ""),
                               _labels(row.get("labels")), row.get("transport") or "ssh"))
     return entries
 
@@ -112,9 +113,9 @@ def parse_ansible(text):
             variables.update(group_vars.get(group, {}))
         variables.update(host["vars"])
         port = variables.get("ansible_port", "22")
-        if not str(port).isdigit():
+        if numbers.integer(str(port)) is None:
             raise InventoryError("line %d: ansible_port %r is not a number" % (host["line"], port))
-        entries.append(_entry(host["line"], name, variables.get("ansible_host", name), int(port),
+        entries.append(_entry(host["line"], name, variables.get("ansible_host", name), numbers.integer(str(port)),
                               variables.get("ansible_user", ""),
                               [g for g in groups if g not in ("all", "ungrouped")]))
     return entries

@@ -8,6 +8,7 @@ import math
 from django.conf import settings
 
 from agents.cudaprobe import dcgmi
+from cudaweb.common import numbers
 
 DEFAULT_SECONDS = 300
 MIN_SECONDS = 60
@@ -100,18 +101,18 @@ def series_of(check):
     metrics = check.get("metrics") if isinstance(check.get("metrics"), dict) else {}
     samples = []
     for name in sorted(gpus, key=lambda k: (len(str(k)), str(k)))[:GPUS_CAP]:
-        gpu = gpus[name]
-        if not isinstance(gpu, dict) or not str(name).isdigit():
+        gpu, index = gpus[name], numbers.integer(name)
+        if not isinstance(gpu, dict) or index is None:
             continue
         times = _column(gpu, "t")
         columns = {field: _column(gpu, key) for field, key in SERIES_COLUMNS}
         windows = sorted((t, v) for t, v in zip(_column(gpu, "tflops_t"), _column(gpu, "tflops")) if t is not None)
         window_times = [t for t, _ in windows]
-        limit = _number(metrics.get("power_limit_w.gpu%s" % name))
+        limit = _number(metrics.get("power_limit_w.gpu%d" % index))
         for i, t in enumerate(times):
             if t is None:
                 continue
-            sample = {"t": t, "gpu": int(name), "power_limit_w": limit, "tflops": _nearest(windows, window_times, t)}
+            sample = {"t": t, "gpu": index, "power_limit_w": limit, "tflops": _nearest(windows, window_times, t)}
             sample.update({field: values[i] if i < len(values) else None for field, values in columns.items()})
             samples.append(sample)
     return samples

@@ -82,7 +82,8 @@ def test_adding_a_node_with_a_key_records_the_node_and_the_credential(admin_user
     assert set(AuditEvent.objects.exclude(action="role.changed").values_list("actor_name", flat=True)) == {"operator"}
 
 
-def test_host_keys_fetched_and_accepted_and_the_credential_used_by_a_run(admin_user, monkeypatch):
+def test_host_keys_fetched_and_accepted_and_a_transport_built_is_no_use_of_the_credential(admin_user, monkeypatch):
+    """The credential is recorded as used when a login is made with it (tests/remote/test_connect.py, a real sshd)."""
     from cudaweb.remote import connect
 
     node = node_services.node_create(name="gpu-3", address="198.18.0.3", port=2222, username="ops",
@@ -90,11 +91,10 @@ def test_host_keys_fetched_and_accepted_and_the_credential_used_by_a_run(admin_u
     monkeypatch.setattr(connect.ssh, "fetch_host_key", lambda *a: ("ssh-ed25519", "AAAA", "SHA256:abc"))
     connect.host_key_fetch(node=node)
     node_services.host_key_accept(node=Node.objects.get(id=node.id), user=admin_user)
-    transport_for(node, purpose="run 42", on_behalf_of=admin_user)  # built, not connected
-    assert _actions()[-3:] == ["host_key.fetched", "host_key.accepted", "credential.used"]
-    used = AuditEvent.objects.get(action="credential.used")
-    assert used.object_type == "nodes.sshcredential" and used.actor == admin_user
-    assert used.detail["purpose"] == "run 42" and used.detail["address"] == "198.18.0.3:2222"
+    transport = transport_for(node, purpose="run 42", on_behalf_of=admin_user)  # built, not connected
+    assert transport.host_key == ("ssh-ed25519", "AAAA")
+    assert _actions()[-2:] == ["host_key.fetched", "host_key.accepted"]
+    assert not AuditEvent.objects.filter(action="credential.used").exists()
 
 
 def test_validation_requests_single_and_bulk_but_not_scheduled(admin_user):

@@ -1,6 +1,7 @@
 """Login lockouts per client behind the proxy: django-axes keys a lockout on the address our proxy saw
 (X-Forwarded-For), not on the proxy's own, so one client cannot lock an account for every client; the header is
-believed only from a proxy named in CUDAWEB_TRUSTED_PROXIES, so a client cannot dodge its lockout by making one up."""
+believed only from a proxy named in CUDAWEB_TRUSTED_PROXIES, so a client cannot dodge its lockout by making one up.
+Failures from many addresses together lock the user name for every address, at a higher count."""
 
 import pytest
 from django.conf import settings as django_settings
@@ -34,6 +35,17 @@ def test_one_client_locked_out_leaves_the_account_open_to_the_others(client, beh
     assert login(client, "203.0.113.5", "correct-horse-battery").status_code == 429  # locked, even so
     answer = login(client, "198.51.100.7", "correct-horse-battery")
     assert answer.status_code == 302 and client.session["_auth_user_id"]
+
+
+def test_failures_for_one_name_spread_over_many_addresses_lock_the_name_for_every_address(client, behind_proxy):
+    limit = django_settings.CUDAWEB_LOGIN_USER_FAILURE_LIMIT
+    assert limit == 25 > django_settings.CUDAWEB_LOGIN_FAILURE_LIMIT
+    for n in range(limit - 1):  # one failure from each address: no address comes near its own limit
+        login(client, "203.0.113.%d" % n, "wrong")
+    assert login(client, "198.51.100.7", "correct-horse-battery").status_code == 302  # one short: still open
+    for n in range(limit):
+        login(client, "192.0.2.%d" % n, "wrong")
+    assert login(client, "198.51.100.8", "correct-horse-battery").status_code == 429  # an address never seen, too
 
 
 def test_a_client_cannot_dodge_its_lockout_by_claiming_another_address(client, behind_proxy):

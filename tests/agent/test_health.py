@@ -85,6 +85,30 @@ def test_a_driver_that_never_answers_past_the_budget_is_could_not_judge_and_leav
     assert processes_with_env("CUDAWEB_TEST_TAG", tag) == []
 
 
+def broken_meminfo(scenario):
+    """The environment of a host whose /proc/meminfo gives MemTotal as no number: host.system's parser raises on it
+    (a check that broke, not a finding)."""
+    scenario.write("meminfo", "MemTotal:       unknown kB\nMemFree:        1024 kB\n")
+    return {"CUDAPROBE_PROC_MEMINFO": str(scenario.root / "meminfo")}
+
+
+def test_a_check_that_raised_is_could_not_judge_and_names_the_check(scenario):
+    done, _ = run_health(scenario, env=broken_meminfo(scenario))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.startswith("cudaweb health: could not judge: host.system raised: check raised ValueError"), \
+        done.stdout
+    done, _ = run_health(scenario, "--npd", env=broken_meminfo(scenario))
+    assert done.returncode == 2  # node-problem-detector's Unknown
+    assert done.stdout.startswith("could not judge: host.system raised") and len(done.stdout.rstrip("\n")) <= 80
+
+
+def test_a_fault_found_beside_a_check_that_raised_is_still_unhealthy(scenario):
+    ecc_on(scenario, 1)
+    done, _ = run_health(scenario, env=broken_meminfo(scenario))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("cudaweb health: ecc_uncorrected: GPU 1")
+
+
 def test_npd_prints_one_line_of_at_most_80_characters(scenario):
     ecc_on(scenario, 0)
     scenario.edit("query.csv", "Default, Enabled, Enabled, 0", "Prohibited, Enabled, Enabled, 0")  # a second fault
@@ -162,11 +186,11 @@ def dashboard():
     server.server_close()
 
 
-def test_the_report_is_posted_to_the_dashboard_with_the_token(scenario, dashboard, tmp_path):
-    token = tmp_path / "token"
+def test_the_report_is_posted_to_the_dashboard_with_the_nodes_credential(scenario, dashboard, tmp_path):
+    token = tmp_path / "node-credential"
     token.write_text("s3cret-token\n")
     ecc_on(scenario, 1)
-    done, _ = run_health(scenario, "--dashboard", dashboard, "--token-file", str(token), "--node", "gpu-07")
+    done, _ = run_health(scenario, "--dashboard", dashboard, "--credential-file", str(token), "--node", "gpu-07")
     assert done.returncode == 1
     [(path, authorization, content_type, report)] = Dashboard.received
     assert path == "/api/v1/nodes/gpu-07/watch-report/"
@@ -175,10 +199,21 @@ def test_the_report_is_posted_to_the_dashboard_with_the_token(scenario, dashboar
     assert "reported to %s/api/v1/nodes/gpu-07/watch-report/ (HTTP 202)" % dashboard in done.stderr
 
 
-def test_the_token_and_url_may_come_from_the_environment(scenario, dashboard):
-    done, _ = run_health(scenario, "--node", "gpu-08", env={"CUDAWEB_URL": dashboard, "CUDAWEB_TOKEN": "t0k"})
+def test_the_credential_and_url_may_come_from_the_environment(scenario, dashboard):
+    done, _ = run_health(scenario, "--node", "gpu-08", env={"CUDAWEB_URL": dashboard,
+                                                            "CUDAWEB_NODE_CREDENTIAL": "cwn_t0k"})
     assert done.returncode == 0
-    assert [(p, a) for p, a, _, _ in Dashboard.received] == [("/api/v1/nodes/gpu-08/watch-report/", "Bearer t0k")]
+    assert [(p, a) for p, a, _, _ in Dashboard.received] == [("/api/v1/nodes/gpu-08/watch-report/",
+                                                               "Bearer cwn_t0k")]
+
+
+def test_the_credential_is_read_from_the_default_file_written_by_the_dashboard():
+    """The dashboard's CUDAWEB_NODE_CREDENTIAL_PATH default and the health command's are the same file."""
+    from django.conf import settings
+
+    from agents.cudaprobe.health import CREDENTIAL_PATH
+
+    assert CREDENTIAL_PATH == settings.CUDAWEB_NODE_CREDENTIAL_PATH == "/etc/cudaweb/node-credential"
 
 
 def test_the_dashboard_may_know_the_node_by_another_name_than_slurm(scenario, dashboard):

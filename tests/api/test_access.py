@@ -10,11 +10,12 @@ from cudaweb.network.models import NetworkTest
 from cudaweb.nodes.models import Node
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
+from cudaweb.nodes.report_credentials import node_credential_issue
 from tests.api.conftest import bearer
 
 pytestmark = pytest.mark.django_db
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-WHO = (None, "bad-token", "no-role") + ROLES
+WHO = (None, "bad-token", "no-role") + ROLES + ("node",)  # "node": the URL's node's own credential
 XML_ANSWERS = {"api:run_junit"}  # its document is XML; its errors are JSON like every other operation's
 
 
@@ -37,7 +38,8 @@ def test_every_api_url_has_a_rule_and_every_rule_a_url():
     assert sorted(set(URLS) - set(access.RULES)) == [], "add these URLs to cudaweb/api/access.py RULES"
     assert sorted(set(access.RULES) - set(URLS)) == [], "rules for API URLs that no longer exist"
     for name, rule in access.RULES.items():
-        assert rule and set(rule) <= {"GET", "POST"} and set(rule.values()) <= set(ROLES) | {access.PUBLIC}, name
+        assert rule and set(rule) <= {"GET", "POST", "DELETE"}, name
+        assert set(rule.values()) <= set(ROLES) | {access.PUBLIC, access.NODE}, name
 
 
 def test_every_api_url_method_and_role(client, token_for, monkeypatch):
@@ -48,11 +50,14 @@ def test_every_api_url_method_and_role(client, token_for, monkeypatch):
     run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.FAILED)
     test = NetworkTest.objects.create(plan=NetworkTest.Plan.MATRIX)
     kwargs = {"name": node.name, "run_id": run.id, "test_id": test.id}
-    tokens = {who: token_for(None if who == "no-role" else who) for who in WHO if who not in (None, "bad-token")}
+    tokens = {who: token_for(None if who == "no-role" else who) for who in WHO
+              if who not in (None, "bad-token", "node")}
     tokens["bad-token"] = "cw_" + "x" * 43
     wrong = []
     for name, pattern in sorted(URLS.items()):
         url = reverse(name, kwargs={key: kwargs[key] for key in pattern.converters})
+        # an admin's POST to api:node_credential issues a new one, revoking this: the node's current credential
+        tokens["node"] = node_credential_issue(node=node, by="test")[1]
         for method in METHODS:
             needed = access.role_needed(name, method)
             for who in WHO:
@@ -67,6 +72,10 @@ def test_every_api_url_method_and_role(client, token_for, monkeypatch):
                     ok = status == 200
                 elif who in (None, "bad-token"):
                     ok = status == 401 and response["WWW-Authenticate"].startswith("Bearer")
+                elif needed == access.NODE:  # the node's own credential answers; a user's token, whatever its role: 403
+                    ok = status not in (401, 403, 405) and status < 500 if who == "node" else status == 403
+                elif who == "node":  # a node's credential is no user's token
+                    ok = status == 401
                 elif who != "no-role" and has_role(_user_of(tokens[who]), needed):
                     ok = status not in (401, 403, 405) and status < 500
                 else:

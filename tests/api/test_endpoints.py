@@ -195,8 +195,11 @@ def test_the_openapi_document_is_public_and_names_every_operation(client):
                                  "/api/v1/runs/{run_id}/", "/api/v1/runs/{run_id}/junit.xml", "/api/v1/triage/",
                                  "/api/v1/audit/",
                                  "/api/v1/network-tests/", "/api/v1/network-tests/{test_id}/",
-                                 "/api/v1/nodes/{name}/watch-report/", "/api/v1/events/"}
+                                 "/api/v1/nodes/{name}/watch-report/", "/api/v1/nodes/{name}/credential/",
+                                 "/api/v1/events/"}
     assert doc["components"]["securitySchemes"]["BearerToken"] == {"type": "http", "scheme": "bearer"}
+    # a node's report takes its own credential, a scheme of its own: no user's token is offered there
+    assert doc["paths"]["/api/v1/nodes/{name}/watch-report/"]["post"]["security"] == [{"NodeCredentialAuth": []}]
     assert "503" in doc["paths"]["/api/v1/nodes/{name}/validate/"]["post"]["responses"]
 
 

@@ -2,6 +2,7 @@
 each GPU's figures from real reports, health with a signature from a closed set, and the whole exposition clean
 under Prometheus' own promtool (Debian's prometheus package; `make promtool`)."""
 
+import copy
 import re
 import shutil
 import subprocess
@@ -53,7 +54,7 @@ def test_each_gpu_has_dcgm_exporters_labels_and_its_own_figures(scrape):
     for gpu, (model, uuid) in listed.items():
         labels, value = matmul[gpu]
         assert labels == {"gpu": gpu, "UUID": uuid, "device": "nvidia%s" % gpu, "modelName": model,
-                          "Hostname": report["host"]["hostname"], "node": "gpu-a"}
+                          "Hostname": "gpu-a", "node": "gpu-a"}  # our name for the node, not the report's
         assert value == _check(report, "cuda.matmul")["metrics"]["matmul_bf16_tflops.gpu%s" % gpu]
         for series, check_id, metric, scale in (
                 ("cudaweb_gpu_h2d_pinned_bytes_per_second", "cuda.copy_bandwidth", "h2d_pinned_gbs", 1e9),
@@ -83,6 +84,21 @@ def test_memory_bandwidth_and_the_agents_own_temperature_metrics(scrape):
     assert _gpu_series(samples, "cudaweb_gpu_power_watts")["0"][1] == 301.5
 
 
+# Two GPUs of another real host (tests/fixtures/real/h200-gpus2-full-issue9.json's nvidia-smi -L)
+OTHER_HOSTS_UUIDS = ["GPU-8a45535b-09d9-52a6-cd64-be6ff614e1ae", "GPU-c756cd40-8c87-bcc9-9eee-330f2645fdaf"]
+
+
+def _listing(report, uuids):
+    """A copy of the report whose nvidia-smi -L gives its GPUs these UUIDs, the first first: what a host can send."""
+    report = copy.deepcopy(report)
+    check = _check(report, "driver.nvidia_smi")
+    for gpu, uuid in enumerate(uuids):
+        check["evidence"] = re.sub(r"^(GPU %d: .+? \(UUID: )[^)]*\)" % gpu, lambda m: m.group(1) + uuid + ")",
+                                   check["evidence"], flags=re.M)
+    assert [m.group(3) for m in GPU_LINE.finditer(check["evidence"])][:len(uuids)] == uuids
+    return report
+
+
 def _failing(summary, signatures, check_id="driver.gpu_health"):
     report = scaled(real_report("h200-gpus2-full.json"), statuses={check_id: "fail"})
     _check(report, check_id).update(summary=summary, signatures=signatures)
@@ -110,10 +126,13 @@ def test_the_exposition_is_promtool_clean(scrape):
     stored_run(Node.objects.create(name="gpu-e", transport=Node.Transport.LOCAL, labels=["rack-07"]),
                real_report("h200-gpus2-full.json"))
     stored_run(Node.objects.create(name="gpu-f", transport=Node.Transport.LOCAL),
-               _failing("GPU 0 fell off the bus (Xid 79)", ["gpu_fallen_off_bus"]))
+               _listing(_failing("GPU 0 fell off the bus (Xid 79)", ["gpu_fallen_off_bus"]), OTHER_HOSTS_UUIDS))
+    stored_run(Node.objects.create(name="gpu-h", transport=Node.Transport.LOCAL),
+               _listing(real_report("h200-gpus1-full.json"), [OTHER_HOSTS_UUIDS[0]]))  # a conflict: its gauge
     promtool = _promtool()
     text = scrape().content
     assert b"cudaweb_gpu_health{" in text and b"cudaweb_node_status{" in text
+    assert b"\ncudaweb_gpu_uuid_conflicts 1.0\n" in text
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     findings = (checked.stdout + checked.stderr).decode().splitlines()
     # promtool exits 1 on text it cannot parse, 3 on lint findings. Allowed: dcgm-exporter's own camelCase label
@@ -166,3 +185,75 @@ def test_the_readme_grafana_queries_join_on_uuid(scrape, tmp_path):
     checked = subprocess.run([_promtool(), "test", "rules", str(test_file)], capture_output=True,
                              timeout=60)
     assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()[-3000:]
+
+
+def _by_node(samples, name):
+    """{node: {gpu: (labels, value)}} of one per-GPU series."""
+    found = {}
+    for (n, labels), value in samples.items():
+        if n == name:
+            labels = dict(labels)
+            found.setdefault(labels["node"], {})[labels["gpu"]] = (labels, value)
+    return found
+
+
+def test_hostname_is_the_nodes_name_in_our_records_not_the_hosts_word(scrape):
+    report = real_report("h200-gpus2-full.json")
+    report["host"]["hostname"] = "gpu-victim"  # a host may say it is any other
+    stored_run(Node.objects.create(name="gpu-a", transport=Node.Transport.LOCAL), report)
+    health = _gpu_series(_samples(scrape()), "cudaweb_gpu_health")
+    assert sorted(health) == ["0", "1"]
+    assert {labels["Hostname"] for labels, _ in health.values()} == {"gpu-a"}
+
+
+def test_a_uuid_not_of_nvidias_form_has_no_series(scrape):
+    report = _listing(real_report("h200-gpus2-full.json"), ["GPU-12345678-1234-1234-1234-12345678901Z"])
+    stored_run(Node.objects.create(name="gpu-a", transport=Node.Transport.LOCAL), report)
+    samples = _samples(scrape())
+    kept = _gpu_series(samples, "cudaweb_gpu_health")
+    assert sorted(kept) == ["1"] and kept["1"][0]["UUID"] == "GPU-244e70e4-b933-f5a1-7b46-83504846ad61"
+    assert sorted(_gpu_series(samples, "cudaweb_gpu_matmul_bf16_tflops")) == ["1"]
+    assert samples[("cudaweb_gpu_uuid_conflicts", ())] == 0
+
+
+def test_a_uuid_two_nodes_list_has_no_series_under_either_counted_and_shown(scrape, operator_client):
+    """A host that lists another's GPU (here in capitals: the same GPU to NVML) takes it out of /metrics for both,
+    never into its own series, and both node pages say so; the GPUs each lists alone keep their series."""
+    victim_report = real_report("h200-gpus2-full.json")
+    victim_uuids = [m.group(3) for m in GPU_LINE.finditer(_check(victim_report, "driver.nvidia_smi")["evidence"])]
+    victim = Node.objects.create(name="gpu-victim", transport=Node.Transport.LOCAL)
+    stored_run(victim, victim_report)
+    hostile = Node.objects.create(name="gpu-hostile", transport=Node.Transport.LOCAL)
+    stored_run(hostile, _listing(real_report("h200-gpus2-full.json"), [victim_uuids[0].upper(), OTHER_HOSTS_UUIDS[1]]))
+    samples = _samples(scrape())
+    for series in ("cudaweb_gpu_health", "cudaweb_gpu_matmul_bf16_tflops"):
+        exposed = _by_node(samples, series)
+        assert {node: sorted((gpu, labels["UUID"]) for gpu, (labels, _) in gpus.items())
+                for node, gpus in exposed.items()} == {"gpu-victim": [("1", victim_uuids[1])],
+                                                       "gpu-hostile": [("1", OTHER_HOSTS_UUIDS[1])]}
+    assert samples[("cudaweb_gpu_uuid_conflicts", ())] == 1
+    for node in (victim, hostile):
+        page = operator_client.get(node.get_absolute_url()).content.decode()
+        shown = re.search(r'<span class="attention" id="gpu-uuid-conflicts">(.*?)</span>', page, re.S)
+        assert shown and "%s (gpu-hostile, gpu-victim)" % victim_uuids[0].lower() in shown.group(1)
+        assert victim_uuids[1] not in shown.group(1)
+
+
+def test_a_host_split_into_nodes_gives_each_node_its_own_gpu_only(scrape, operator_client):
+    """nvidia-smi lists the whole host to each node that is one of its GPUs (visible_devices): no conflict, each
+    node's series carry its GPU's index and UUID and the figures the agent measured on it (its GPU 0)."""
+    report = real_report("h200x2-cvd0-standard.json")  # CUDA_VISIBLE_DEVICES=0 on a 2-GPU host: both listed
+    listed = [m.group(3) for m in GPU_LINE.finditer(_check(report, "driver.nvidia_smi")["evidence"])]
+    assert len(listed) == 2
+    for name, devices, factor in (("gpu-0", "0", 1.0), ("gpu-1", "1", 0.5)):
+        stored_run(Node.objects.create(name=name, transport=Node.Transport.LOCAL, visible_devices=devices),
+                   scaled(report, {"matmul_bf16_tflops": factor}))
+    samples = _samples(scrape())
+    matmul = _by_node(samples, "cudaweb_gpu_matmul_bf16_tflops")
+    measured = _check(report, "cuda.matmul")["metrics"]["matmul_bf16_tflops.gpu0"]
+    assert {node: {gpu: (labels["UUID"], value) for gpu, (labels, value) in gpus.items()}
+            for node, gpus in matmul.items()} == {"gpu-0": {"0": (listed[0], measured)},
+                                                  "gpu-1": {"1": (listed[1], pytest.approx(measured * 0.5))}}
+    assert samples[("cudaweb_gpu_uuid_conflicts", ())] == 0
+    node = Node.objects.get(name="gpu-1")
+    assert 'id="gpu-uuid-conflicts"' not in operator_client.get(node.get_absolute_url()).content.decode()

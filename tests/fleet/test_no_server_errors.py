@@ -90,3 +90,38 @@ def test_a_failing_check_no_playbook_matches_renders_on_the_run_and_onboarding_p
                     reverse("fleet:node_onboard", args=[node.id])):
             response = who.get(url)
             assert response.status_code == 200 and "qqq nothing any rule knows" in response.content.decode(), url
+
+
+def _burnin_report_keyed(key):
+    """The real H200 burn-in report with its sustained-load series filed under GPU `key`."""
+    report = real_report("burnin/h200-burnin-300s.json")
+    gpus = next(c for c in report["checks"] if c["id"] == "stress.sustained")["series"]["gpus"]
+    gpus[key] = gpus.pop("0")
+    return report
+
+
+@pytest.mark.parametrize("key", ["²", "٣", "9" * 5000])
+def test_a_burnin_series_under_a_key_that_is_no_ascii_number_renders_and_exports(operator_client, admin_user, key):
+    """"²" passes str.isdigit() and int() refuses it; "٣" is a digit of another script; 5000 digits are over
+    Python's limit: the series is left out, the pages and the evidence bundle answer."""
+    from cudaweb.fleet.services import acceptance_decide
+
+    node = Node.objects.create(name="h200-odd", transport=Node.Transport.LOCAL)
+    run = stored_run(node, _burnin_report_keyed(key), mode="burnin")
+    for url in (run.get_absolute_url(), reverse("fleet:node_onboard", args=[node.id])):
+        response = operator_client.get(url)
+        assert response.status_code == 200 and 'id="stress-series"' not in response.content.decode(), url
+    record = acceptance_decide(node=node, run=run, decision="quarantined", user=admin_user)
+    response = operator_client.get(reverse("fleet:acceptance_bundle", args=[record.id]))
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+
+
+HUGE_GPU = "GPU %s has fallen off the bus" % ("9" * 5000)  # Python's int() refuses more than 4300 digits
+
+
+def test_a_triage_text_with_a_5000_digit_number_is_answered(operator_client, client, token_for):
+    page = operator_client.post(reverse("playbooks:triage"), {"text": HUGE_GPU})
+    assert page.status_code == 200 and "fallen off the bus" in page.content.decode()
+    api = client.post("/api/v1/triage/", {"text": HUGE_GPU}, content_type="application/json",
+                      **bearer(token_for("viewer")))
+    assert api.status_code == 200 and "gpu" not in api.json()["facts"]  # no GPU index: not one a host has

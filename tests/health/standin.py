@@ -87,20 +87,25 @@ def standin_agent(directory):
 
 
 def standin_nvidia_smi(directory, *, busy_pid=None, reset_exit=0):
-    """A stand-in nvidia-smi: `--query-compute-apps=gpu_uuid,pid --format=csv,noheader` lists `busy_pid` on the GPU
-    (or nothing), `-r -i <gpu>` answers as the driver does and exits `reset_exit`; every call is logged."""
+    """A stand-in nvidia-smi: `--query-gpu=uuid --format=csv,noheader` lists the host's GPU (one UUID a line, as
+    nvidia-smi prints it; `directory`/gpu-uuids, which a test may write), `--query-compute-apps=gpu_uuid,pid
+    --format=csv,noheader` lists `busy_pid` on the GPU (or nothing), `-r -i <gpu>` answers as the driver does and
+    exits `reset_exit`; every call is logged."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nvidia-smi.log"
     log.write_text("")
     script = directory / "nvidia-smi"
     apps = "%s, %d\\n" % (UUID, busy_pid) if busy_pid else ""
+    uuids = directory / "gpu-uuids"  # what --query-gpu=uuid lists: the host's GPU, or what a test writes here
+    uuids.write_text(UUID + "\n")
     script.write_text(
-        "#!/bin/sh\necho \"$*\" >> %s\ncase \"$1\" in\n  --query-compute-apps=*) printf '%s' ;;\n"
+        "#!/bin/sh\necho \"$*\" >> %s\ncase \"$1\" in\n  --query-gpu=uuid) cat %s ;;\n"
+        "  --query-compute-apps=*) printf '%s' ;;\n"
         "  -r) if [ %d -eq 0 ]; "
         "then echo \"GPU 00000000:00:06.0 was successfully reset.\"; else echo \"Unable to reset GPU "
         "00000000:00:06.0 because it's being used by some other process\" >&2; fi; exit %d ;;\nesac\n" % (
-            log, apps, reset_exit, reset_exit))
+            log, uuids, apps, reset_exit, reset_exit))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script, log
 

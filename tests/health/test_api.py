@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from cudaweb.health import machine
 from cudaweb.health.models import HealthEvent, NodeLoop
+from cudaweb.nodes.report_credentials import node_credential_issue
 from tests.api.conftest import bearer, token_for  # noqa: F401 (a fixture)
 from tests.health.conftest import make_node
 from tests.health.standin import watch_report
@@ -23,23 +24,24 @@ def _post(client, name, body, token):
 def test_a_watch_report_posted_by_the_node_becomes_events_and_moves_the_node(client, token_for, loop_settings,
                                                                            act_policy):
     node = make_node("gpu-api-1")
-    token = token_for("operator")
-    answer = _post(client, "gpu-api-1", watch_report("xid79", "nvlink_growth"), token)
+    _, credential = node_credential_issue(node=node, by="test")
+    answer = _post(client, "gpu-api-1", watch_report("xid79", "nvlink_growth"), credential)
     assert answer.status_code == 202, answer.content
     data = json.loads(answer.content)
-    assert (data["node"], data["state"], data["events_new"]) == ("gpu-api-1", "suspect", 3)
-    answer = _post(client, "gpu-api-1", watch_report("xid13"), token)
+    assert (data["node"], data["state"], data["events_new"], data["findings_dropped"]) == ("gpu-api-1", "suspect",
+                                                                                            3, 0)
+    answer = _post(client, "gpu-api-1", watch_report("xid13"), credential)
     assert json.loads(answer.content)["state"] == "quarantined"
-    _post(client, "gpu-api-1", watch_report("xid13"), token)
+    _post(client, "gpu-api-1", watch_report("xid13"), credential)
     assert HealthEvent.objects.get(node=node, signature="xid_application").count == 2
-    # a viewer may read, not post; a report of another mode, or of no schema, is refused whole
-    assert _post(client, "gpu-api-1", watch_report(), token_for("viewer")).status_code == 403
+    # a user's token may not post a node's report, whatever its role (tests/health/test_node_credentials.py)
+    assert _post(client, "gpu-api-1", watch_report(), token_for("admin")).status_code == 403
     quick = watch_report()
     quick["mode"] = "quick"
     for bad in (quick, {"schema": "cudaprobe/1", "mode": "watch"}):
-        refused = _post(client, "gpu-api-1", bad, token)
+        refused = _post(client, "gpu-api-1", bad, credential)
         assert refused.status_code == 400, refused.content
-    assert _post(client, "no-such-node", watch_report(), token).status_code == 404
+    assert _post(client, "no-such-node", watch_report(), credential).status_code == 403
     assert client.post("/api/v1/nodes/gpu-api-1/watch-report/", data="{}", content_type="application/json"
                        ).status_code == 401
     # the look after the quarantine took the policy's first rung (auto): the reset is in flight

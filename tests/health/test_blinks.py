@@ -24,8 +24,8 @@ def remediating(loop_settings, tmp_path, settings, monkeypatch):
     settings.CUDAWEB_DB_RETRY_S, settings.CUDAWEB_DB_RETRY_FIRST_S = 5, 0.05
     smi, log = standin_nvidia_smi(tmp_path)
     loop_settings.CUDAWEB_NVIDIA_SMI = [str(smi)]
-    loop_settings.CUDAWEB_SLURM_CONTROLLER = ""
-    LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reset"], auto=False)
+    loop_settings.CUDAWEB_SLURM_CONTROLLER = ""  # no scheduler, said so by the policy: the reset needs idle GPUs only
+    LoopPolicy.objects.create(label="rack-a", mode="act", ladder=["reset"], auto=False, no_scheduler=True)
     node = Node.objects.create(name="gpu-blink", transport=Node.Transport.LOCAL, address="127.0.0.1",
                                labels=["rack-a"], status=Node.Status.READY)
     report_ingest(node, watch_report("xid79"))

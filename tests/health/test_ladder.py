@@ -132,8 +132,10 @@ def test_a_gpu_held_by_a_process_is_not_reset(ladder, django_capture_on_commit_c
     assert _state(node) == machine.QUARANTINED
 
 
-def test_a_worker_lost_mid_reset_ends_it_timed_out_and_it_never_runs_again(ladder,
-                                                                          django_capture_on_commit_callbacks):
+def test_a_worker_lost_mid_reset_aborts_it_never_runs_it_again_and_takes_the_rung_anew(
+        ladder, django_capture_on_commit_callbacks):
+    """Our failure, not the node's: the lost rung ends aborted and the node goes back to quarantined (not rma); the
+    next look takes the reset again, as a new rung."""
     node, smi_log = ladder()
     _fault(node, django_capture_on_commit_callbacks)
     action = LoopAction.objects.get(node=node)
@@ -142,11 +144,15 @@ def test_a_worker_lost_mid_reset_ends_it_timed_out_and_it_never_runs_again(ladde
     with django_capture_on_commit_callbacks(execute=True):
         assert remediation.actions_sweep(now=timezone.now() + timedelta(hours=1)) == (1, 0)
         assert remediation.action_run(action.id) is None  # the task redelivered: the rung is not ours any more
-    assert LoopAction.objects.get(id=action.id).status == "timed_out"
-    assert _state(node) == machine.RMA
+    assert LoopAction.objects.get(id=action.id).status == "aborted"
+    assert _state(node) == machine.QUARANTINED
     assert "-r -i" not in smi_log.read_text()
     moves = list(Transition.objects.filter(node=node).order_by("version").values_list("to_state", flat=True))
-    assert moves == ["suspect", "quarantined", "remediating", "rma"]
+    assert moves == ["suspect", "quarantined", "remediating", "quarantined"]
+    with django_capture_on_commit_callbacks(execute=False):
+        report_ingest(node, watch_report())  # the next look: auto takes the rung again
+    again = LoopAction.objects.get(node=node, status="pending")
+    assert again.id != action.id and again.kind == "reset" and _state(node) == machine.REMEDIATING
 
 
 @pytest.fixture
@@ -172,7 +178,7 @@ def test_a_reboot_waits_for_the_drain_then_runs_the_sites_command_as_argv(reboot
     _fault(node, capture)
     assert LoopAction.objects.get(node=node).kind == "reboot"
     busy = _run_live_action(node, capture)
-    assert busy.status == "busy" and "drain is not confirmed" in busy.outcome
+    assert busy.status == "busy" and "drain is pending, not delivered" in busy.outcome
     assert not argv_file.exists() and _state(node) == machine.QUARANTINED
     _drains_delivered(node)
     user = get_user_model().objects.create_user("op")

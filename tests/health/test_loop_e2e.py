@@ -32,7 +32,8 @@ def _until(what, timeout_s, tick=None):
 
 
 def test_a_fault_becomes_an_event_within_two_intervals_and_the_node_comes_back(celery_worker, tmp_path):
-    LoopPolicy.objects.create(label="e2e", mode="act", ladder=["reset"], auto=True, interval_s=INTERVAL_S)
+    LoopPolicy.objects.create(label="e2e", mode="act", ladder=["reset"], auto=True, interval_s=INTERVAL_S,
+                              no_scheduler=True)  # no Slurm or Kubernetes here, said so: a reset needs idle GPUs
     agent = standin_agent(tmp_path / "agent")
     node = Node.objects.create(name="gpu-e2e", transport=Node.Transport.LOCAL, address="127.0.0.1",
                                python_path=str(agent), labels=["e2e"], status=Node.Status.READY)

@@ -112,7 +112,9 @@ def _second_gpu_edit(scenario, name, marker, old, new):
 
 def test_an_xid_over_ssh_becomes_an_event_and_the_node_comes_back_ready(celery_worker, sim_node):
     node, scenario = sim_node
-    LoopPolicy.objects.create(label="ssh-loop", mode="act", ladder=["reset"], auto=True, interval_s=INTERVAL_S)
+    LoopPolicy.objects.create(label="ssh-loop", mode="act", ladder=["reset"], auto=True, interval_s=INTERVAL_S,
+                              no_scheduler=True)  # no Slurm or Kubernetes here, said so: a reset needs idle GPUs
+    SMI.parent.joinpath("gpu-uuids").write_text("\n".join(_gpu_uuids(scenario).values()) + "\n")  # the node's GPUs
     _looked_clean(node)
     uptime = float(open("/proc/uptime").read().split()[0])
     with open(scenario.root / "dmesg.txt", "a") as log:  # GPU 1 (PCI 0000:00:07), as the driver prints it

@@ -1,7 +1,9 @@
 """The loop's state machine (cudaweb/health/machine.py), driven with hypothesis over sequences of stimuli with worker
 and database blinks, through a model of the services' protocol: a decision applies only on the version it was
 made from (the conditional UPDATE), a rung is keyed by the version that started it, a blink rolls a decision back
-and the stimulus comes again, a worker lost mid-rung ends it timed_out (the sweep) and never starts it again."""
+and the stimulus comes again, a worker lost mid-rung ends it aborted (the sweep: our failure, not the node's) and
+never starts it again, an operator's word waits for a running rung, the policy changes mid-rung (off, record: only
+a rung's end still moves the node), and a rung that failed is never taken again for the same fault."""
 
 from dataclasses import replace
 
@@ -25,11 +27,19 @@ class Store:
         self.executed = []     # keys whose rung ran (at most once each)
         self.live = None       # key of the rung in flight
         self.ending = None     # the rung whose end is being told to the machine
+        self.mode = "act"      # the node's policy now: act | record | off (services.apply)
+        self.failed = set()    # ladder indexes whose rung failed for the node's present fault
+        self.rung_of = {}      # key -> the ladder index it was taken at, or None when an operator asked for it
+        self.escalated_by_us = []  # transitions an outcome of ours (aborted) made other than back to quarantined
+        self.retaken = []      # (ladder index, rung) the loop took again after it failed for the same fault
 
     def apply(self, stimulus, *, blink=False, read_version=None):
         """One decision. `blink`: the transaction dies before its commit (nothing kept). `read_version`: the
         version the deciding worker read (an older one: another decision got there first)."""
         seen = self.version if read_version is None else read_version
+        operator = stimulus.kind in (m.REMEDIATE, m.MARK_HEALTHY, m.SEND_RMA)
+        if self.mode != "act" and not operator and stimulus.kind != m.OUTCOME:
+            return None  # off: nothing moves; record: only the shadow state would (not modelled)
         decision = m.step(self.loop, stimulus)
         if decision.to is None or blink:
             return None
@@ -45,12 +55,19 @@ class Store:
             assert self.started[self.live][1] == "pending", "an operator moved a node whose rung was running"
             self.started[self.live][1] = "cancelled"
             self.live = None
+        if stimulus.kind == m.OUTCOME and stimulus.outcome == m.ABORTED and decision.loop.state != m.QUARANTINED:
+            self.escalated_by_us.append((self.loop.state, decision.loop.state))
+        if decision.loop.state in (m.READY, m.RMA):
+            self.failed = set()  # a new fault starts the ladder again
         self.loop = decision.loop
         if decision.action:
             key = self.version
             assert key not in self.started
             assert self.live is None or self.started[self.live][1] == "ended", "two rungs in flight"
             self.started[key] = [decision.action, "pending"]
+            self.rung_of[key] = None if stimulus.kind == m.REMEDIATE else decision.loop.rung
+            if self.rung_of[key] is not None and self.rung_of[key] in self.failed:
+                self.retaken.append((self.rung_of[key], decision.action))
             self.live = key
         return decision
 
@@ -69,6 +86,8 @@ class Store:
         self.started[key][1] = "ended"
         self.live = None
         action = self.ending = self.started[key][0]
+        if outcome in (m.FAILED, m.TIMED_OUT) and self.rung_of.get(key) is not None:
+            self.failed.add(self.rung_of[key])
         while self.apply(m.Stimulus(m.OUTCOME, action=action, outcome=outcome)) is None and \
                 self.loop.action == action:
             pass  # a blink between the rung's end and its transition: the same outcome again (dbretry)
@@ -81,7 +100,8 @@ STEP = st.one_of(
     st.tuples(st.just("advance"), st.none()),
     st.tuples(st.just("remediate"), st.sampled_from(m.RUNGS)),
     st.tuples(st.just("run"), st.sampled_from(m.OUTCOMES)),           # a worker takes the rung, it ends so
-    st.tuples(st.just("worker_dies"), st.none()),                      # claimed, then lost: the sweep times it out
+    st.tuples(st.just("worker_dies"), st.none()),                      # claimed, then lost: the sweep aborts it
+    st.tuples(st.just("policy"), st.sampled_from(("act", "record", "off"))),  # an admin changes the label's policy
     st.tuples(st.just("redeliver"), st.sampled_from(m.OUTCOMES)),      # a stale outcome arrives again
     st.tuples(st.just("healthy"), st.none()),
     st.tuples(st.just("rma"), st.none()),
@@ -103,13 +123,16 @@ def _drive(store, steps, blinks):
             if store.live is not None and store.started[store.live][1] == "running":
                 continue  # operator_decide refuses while a rung runs: decide once it has ended
             stimulus = m.Stimulus(m.MARK_HEALTHY if kind == "healthy" else m.SEND_RMA)
+        elif kind == "policy":
+            store.mode = arg
+            continue
         elif kind == "race":
             store.apply(m.Stimulus(m.FINDING, signature=arg), read_version=store.version - 1)
             continue
         elif kind in ("run", "worker_dies"):
             key = store.claim()
             if key is not None:
-                store.finish(key, m.TIMED_OUT if kind == "worker_dies" else arg)
+                store.finish(key, m.ABORTED if kind == "worker_dies" else arg)
                 store.finish(key, arg or m.FAILED)  # the worker's own late answer after the sweep: ignored
             continue
         else:  # redeliver: an outcome for a rung that is not (or no longer) the one in flight
@@ -144,6 +167,14 @@ def test_no_transition_lost_and_no_rung_run_twice(steps, blinks, ladder, auto, b
     assert store.loop.state == state
     # each rung ran at most once, and only one was ever in flight
     assert len(store.executed) == len(set(store.executed))
+    # a rung that failed for a fault is never taken again by the loop for that fault: the ladder climbs or ends
+    loop_taken = [store.rung_of[key] for key in store.executed if store.rung_of.get(key) is not None]
+    assert store.retaken == [], "a failed rung taken again: %s (rungs taken: %s)" % (store.retaken, loop_taken)
+    # our own failures never move a node up the ladder or to rma
+    assert store.escalated_by_us == []
+    # no node is left in a rung with no rung in flight (a policy changed mid-rung included)
+    if store.loop.state in m.IN_RUNG:
+        assert store.live is not None and store.started[store.live][1] in ("pending", "running"), "stuck"
     # an open breaker never lets the loop drain a node (an operator's word still counts)
     if not breaker:
         assert not any(b == m.SUSPECT and a in m.DRAINED | {m.RMA} for (_, b, a), kind in zip(store.log, store.kinds)
@@ -155,6 +186,23 @@ def test_no_transition_lost_and_no_rung_run_twice(steps, blinks, ladder, auto, b
     calm = Store(start)
     _drive(calm, steps, [False] * len(blinks))
     assert [(b, a) for _, b, a in calm.log] == [(b, a) for _, b, a in store.log]
+
+
+@settings(max_examples=300, deadline=None)
+@given(ladder=LADDERS.filter(bool), outcomes=st.lists(st.sampled_from(m.OUTCOMES), min_size=1, max_size=8),
+       blinks=st.lists(st.booleans(), min_size=40, max_size=40))
+def test_the_loop_climbs_its_ladder_on_the_nodes_failures_only(ladder, outcomes, blinks):
+    """One fault, the loop on its own (auto): each rung it takes ends as drawn, a look between. A rung that failed
+    (or timed out on the node) is never taken again for the fault: the ladder climbs or ends in rma; a rung the node
+    was busy for, or that our failure aborted, is taken again and moves nothing up."""
+    store = Store(m.Loop(ladder=ladder, auto=True, repeat_limit=9))
+    steps = [("finding", "xid_critical"), ("look", False)]
+    for outcome in outcomes:
+        steps += [("look", False), ("run", outcome)]
+    _drive(store, steps + [("look", False)], blinks)
+    assert store.retaken == [], store.log
+    assert store.escalated_by_us == [], store.log
+    assert store.loop.state in (m.QUARANTINED, m.REMEDIATING, m.REVALIDATING, m.READY, m.RMA)
 
 
 @given(st.lists(st.sampled_from(SIGNATURES), min_size=1, max_size=5))

@@ -1,10 +1,14 @@
 """The loop on the pages: the node page shows its state, what happens next, its transitions and events and takes an
-operator's word; the fleet page shows the breaker (an admin closes it), the nodes held and the newest events."""
+operator's word; the fleet page shows the breaker (an admin closes it), the nodes held and the newest events; an rma
+bundle's download goes to the audit log."""
 
 import pytest
+from django.urls import reverse
 
-from cudaweb.health import machine
+from cudaweb.accounts.models import AuditEvent
+from cudaweb.health import machine, services
 from cudaweb.health.ingest import report_ingest
+from cudaweb.health.machine import SEND_RMA, Stimulus
 from cudaweb.health.models import LoopPolicy, NodeLoop, Transition
 from tests.conftest import user_with_role
 from tests.health.conftest import make_node
@@ -53,3 +57,17 @@ def test_the_fleet_page_shows_the_open_breaker_and_an_admin_closes_it(client, dj
     client.post("/loop/breaker/close/")
     page = client.get("/").content.decode()
     assert 'id="breaker-open"' in page  # the limit still holds: gpu-f2 opened it again
+
+
+def test_downloading_an_rma_bundle_is_audited_naming_the_user_and_the_node(client, django_user_model):
+    node = make_node("gpu-rma")
+    operator = user_with_role(django_user_model, "operator-3", "operator")
+    sent = services.apply(node, Stimulus(SEND_RMA), by=operator.username, actor=operator)
+    bundle = services.bundle_attach(transition=sent, name="evidence-gpu-rma.zip", data=b"PK")
+    client.force_login(operator)
+    response = client.get(reverse("fleet:rma_bundle", args=[bundle.id]))
+    assert response.status_code == 200 and response.content == b"PK"
+    (event,) = AuditEvent.objects.filter(action="loop.bundle_downloaded")
+    assert (event.actor, event.actor_name, event.object_type, event.object_id) == (
+        operator, "operator-3", "nodes.node", str(node.id))
+    assert event.detail == {"bundle": "evidence-gpu-rma.zip", "transition": sent.id, "sha256": bundle.sha256}

@@ -127,3 +127,14 @@ def test_a_wrong_token_is_a_permanent_failure(api, gpu_node, admin_user, setting
 
 def test_nothing_of_ours_means_nothing_to_undo():
     assert kubernetes.uncordon_patch(NODE) is None
+
+
+def test_the_quarantine_reason_annotation_is_one_clean_line(api, gpu_node, admin_user):
+    from tests.hooks.test_outbound import HOSTILE, assert_clean
+
+    report = scaled(real_report(), statuses={"driver.gpu_health": "fail"})
+    next(c for c in report["checks"] if c["id"] == "driver.gpu_health")["summary"] = HOSTILE
+    decide(gpu_node, stored_run(gpu_node, report), "quarantined", admin_user)
+    reason = api.nodes["h200-node-7"]["metadata"]["annotations"]["cudaweb.io/quarantine-reason"]
+    assert reason.startswith("L1 driver.gpu_health: GPU 1 fell off the bus *gpu-a05* is ready")
+    assert_clean(reason)

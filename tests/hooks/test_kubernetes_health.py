@@ -129,3 +129,16 @@ def test_the_setting_turns_it_off(api, gpu_node, settings):
     settings.CUDAWEB_K8S_NODE_HEALTH = False
     stored_run(gpu_node, real_report())
     assert not HookDelivery.objects.filter(kind="k8s_health").exists() and api.requests == []
+
+
+def test_a_summary_with_controls_reaches_the_condition_and_the_events_as_one_clean_line(api, gpu_node):
+    from tests.hooks.test_outbound import HOSTILE, assert_clean
+
+    report = _gpu1_off_the_bus()
+    next(c for c in report["checks"] if c["id"] == "driver.gpu_health")["summary"] = HOSTILE
+    stored_run(gpu_node, report)
+    condition, _ = _condition(api)
+    messages = [condition["message"]] + [event["message"] for event in api.events.values()]
+    assert len(messages) == 3 and "GPU 1 fell off the bus *gpu-a05* is ready" in condition["message"]
+    for message in messages:
+        assert_clean(message)

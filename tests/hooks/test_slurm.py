@@ -109,3 +109,13 @@ def test_the_drain_reason_names_the_check_and_its_playbook(admin_user, settings,
     reason = HookDelivery.objects.get(kind="slurm_drain").payload["argv"][3]
     assert reason.startswith("Reason=cudaweb: L1 driver.gpu_health [gpu_hardware]: GPU 3 fell off the bus")
     assert len(reason) == len("Reason=") + 200
+
+
+def test_a_summary_with_controls_drains_with_one_clean_line(slurm, controller, gpu_node, admin_user):
+    from tests.hooks.test_outbound import HOSTILE, assert_clean
+
+    decide(gpu_node, stored_run(gpu_node, failing_report(HOSTILE)), "quarantined", admin_user)
+    _, reason = state_and_reason(slurm.show_node())
+    assert reason.startswith("cudaweb: L1 driver.gpu_health: GPU 1 fell off the bus *gpu-a05* is ready")
+    assert_clean(reason)
+    assert all(" " <= c <= "~" for c in reason)

@@ -239,3 +239,24 @@ def test_an_operator_note_and_a_node_name_are_escaped(receiver, admin_user, eage
     message = receiver.requests[-1]["json"]
     assert ESCAPED in message["text"] and message["text"].startswith("*gpu&lt;!here&gt;* was quarantined")
     assert not [t for t in _texts(message) if "<!" in t or "<http://evil" in t]
+
+
+@pytest.mark.django_db
+def test_a_summary_with_controls_and_a_fake_second_line_is_posted_as_one_clean_line(receiver, node, eager_celery):
+    from tests.hooks.test_outbound import HOSTILE, assert_clean
+
+    receiver.statuses.clear()
+    report = failing_report()
+    next(c for c in report["checks"] if c["id"] == "driver.gpu_health").update(summary=HOSTILE)
+    stored_run(node, report)
+    with TestCase.captureOnCommitCallbacks(execute=True):  # the loop's delivery is queued on commit
+        services.loop_webhook(event="node_state", node=node, headline="is rma (was suspect)", cause=HOSTILE)
+    assert receiver.wait_for(2)
+    failed, loop = (r["json"] for r in receiver.requests[-2:])
+    assert failed["text"].startswith("*gpu-0042* failed validation") and loop["text"].startswith("*gpu-0042* is rma")
+    for message in (failed, loop):
+        for text in _texts(message):
+            assert_clean(text)
+            assert "*gpu-a05* is ready" not in text and "<!channel>" not in text
+    assert_clean(failed["root_cause"]["summary"])
+    assert_clean(loop["loop"]["cause"])

@@ -105,3 +105,12 @@ def test_an_unknown_file_or_a_bad_node_exits_2_from_the_shell(tmp_path):
                           capture_output=True, text=True, timeout=60,
                           env=dict(__import__("os").environ, DJANGO_SETTINGS_MODULE="tests.settings"))
     assert done.returncode == 2 and "is not a node name" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("name", ["--force", "-x"])
+def test_an_option_like_name_is_refused_even_after_the_end_of_options(name):
+    """`--` gets an option-like name past argparse; the node rule still refuses it, naming it."""
+    with pytest.raises(CommandError) as refused:
+        add("--transport", "local", "--", name)
+    assert str(refused.value).startswith("NAME: %r is not a node name: a letter or a digit first" % name)
+    assert refused.value.returncode == 2 and not Node.objects.exists()

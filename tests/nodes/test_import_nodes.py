@@ -185,3 +185,39 @@ def test_an_ip_in_brackets_is_stored_without_them(tmp_path):
                    "gpu-2,[::1],22,ops,,ssh\n")
     run(csv)
     assert {n.name: n.address for n in Node.objects.all()} == {"gpu-1": "127.0.0.1", "gpu-2": "::1"}
+
+
+@pytest.mark.parametrize("file_name, text, refused", [
+    ("nodes.csv", "name,address,user\ngpu-0001,10.0.0.1,ops\n--force,10.0.0.2,ops\n-x,10.0.0.3,ops\n",
+     ["line 3 (--force): '--force' is not a node name", "line 4 (-x): '-x' is not a node name"]),
+    ("hosts", "[gpu]\ngpu-0001 ansible_host=10.0.0.1 ansible_user=ops\n--force ansible_host=10.0.0.2 "
+     "ansible_user=ops\n-x ansible_host=10.0.0.3 ansible_user=ops\n",
+     ["line 3 (--force): '--force' is not a node name", "line 4 (-x): '-x' is not a node name"]),
+    ("nodes.txt", "NodeName=gpu-0001 NodeAddr=10.0.0.1\n\nNodeName=--force NodeAddr=10.0.0.2\n",
+     ["line 3 (--force): '--force' is not a node name"]),
+])
+def test_an_option_like_name_is_refused_by_name_and_nothing_is_imported(tmp_path, file_name, text, refused):
+    """Each option-like name is named with its line and why; the import stays all or nothing (the good line is not
+    kept either: fix the file and import again)."""
+    path = tmp_path / file_name
+    path.write_text(text)
+    with pytest.raises(CommandError) as error:
+        run(path, "--user", "ops")
+    message = str(error.value)
+    assert "nothing imported" in message and "a letter or a digit first" in message
+    for line in refused:
+        assert line in message
+    assert "gpu-0001" not in message and not Node.objects.exists()
+
+
+@pytest.mark.parametrize("file_name, text", [
+    ("nodes.csv", "name,address,port,user\ngpu-p1,10.0.0.1,\u00b2,ops\n"),
+    ("hosts.ini", "[gpus]\ngpu-p1 ansible_host=10.0.0.1 ansible_port=\u00b2 ansible_user=ops\n"),
+])
+def test_a_port_of_digits_no_int_reads_is_an_input_error_not_a_crash(tmp_path, file_name, text):
+    """"\u00b2".isdigit() is true and int("\u00b2") raises: the port is read from ASCII digits only."""
+    path = tmp_path / file_name
+    path.write_text(text)
+    with pytest.raises(CommandError, match="is not a number"):
+        run(path)
+    assert not Node.objects.exists()

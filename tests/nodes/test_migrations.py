@@ -97,3 +97,33 @@ def test_content_types_follow_the_moved_models():
         assert ContentType.objects.get(id=moved).app_label == "nodes"
     finally:
         _migrate(latest)
+
+
+NAMES_RULE = ("nodes", "0009_node_names_start_with_letter_or_digit")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_name_the_rule_now_refuses_is_renamed_and_said(capsys):
+    """A name like "--force" was allowed before the rule: the migration renames that node renamed-<id> (nothing a
+    scheduler knows), empties a refused Slurm or Kubernetes name (the node's own stands in), keeps the old values in
+    the node's attention line and prints them; a good row is left as it was."""
+    latest = _latest()
+    before = [parent for parent in MigrationExecutor(connection).loader.graph.node_map[NAMES_RULE].parents
+              if parent.key[0] == "nodes"]
+    try:
+        Node = _migrate([before[0].key]).get_model("nodes", "Node")
+        forced = Node.objects.create(id=uuid.uuid4(), name="--force", transport="local")
+        named = Node.objects.create(id=uuid.uuid4(), name="gpu-0002", slurm_name="-x", kubernetes_name="--force")
+        kept = Node.objects.create(id=uuid.uuid4(), name="gpu-0003", slurm_name="h200-r07-03",
+                                   kubernetes_name="gpu-0003.cluster.example", attention="scheduled run failed")
+        Node = _migrate(latest).get_model("nodes", "Node")
+        forced, named, kept = (Node.objects.get(id=node.id) for node in (forced, named, kept))
+        assert forced.name == "renamed-%s" % forced.id.hex and "name was '--force'" in forced.attention
+        assert (named.name, named.slurm_name, named.kubernetes_name) == ("gpu-0002", "", "")
+        assert "slurm_name was '-x', kubernetes_name was '--force'" in named.attention
+        assert (kept.name, kept.slurm_name, kept.kubernetes_name, kept.attention) == (
+            "gpu-0003", "h200-r07-03", "gpu-0003.cluster.example", "scheduled run failed")
+        printed = capsys.readouterr().out
+        assert "node %s: renamed by a migration" % forced.id in printed and str(kept.id) not in printed
+    finally:
+        _migrate(latest)

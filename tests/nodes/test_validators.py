@@ -2,6 +2,7 @@
 that creates a node (under `add_node` and `import_nodes`), and the import's line check."""
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from cudaweb.fleet.forms import NodeForm
 from cudaweb.nodes import services, validators
@@ -12,6 +13,7 @@ pytestmark = pytest.mark.django_db
 GOOD = {"name": "gpu-0042", "address": "10.0.4.42", "port": 22, "username": "ops"}
 BAD = [("address", "bad host!"), ("address", "ops@10.0.4.42"), ("address", "$(reboot)"), ("address", "[gpu-1]"),
        ("address", " 10.0.4.42"), ("name", "gpu 42"), ("name", "gpu/42"), ("name", ""), ("name", "x" * 101),
+       ("name", "--force"), ("name", "-x"), ("name", "_x"), ("name", ".."),
        ("username", "ops;reboot"), ("username", "ops\n"), ("username", "Ops"), ("username", ""),
        ("port", 0), ("port", 65536), ("port", "22"), ("port", True)]
 
@@ -49,3 +51,29 @@ def test_what_it_keeps():
     assert validators.ssh_node_check(**dict(GOOD, address="gpu-01.rack4.example"))["address"] == \
         "gpu-01.rack4.example"
     assert validators.username_check("svc_gpu.ops-1") == "svc_gpu.ops-1"
+
+
+def test_names_as_clusters_write_them_pass():
+    for name in ("gpu-0042", "h200-r07-01", "0042", "dgx_a100.rack4", "Login-01", "x" * 100):
+        assert validators.name_check(name) == name
+    Node(name="gpu-01.rack4.example", transport=Node.Transport.LOCAL, slurm_name="h200-r07-01",
+         kubernetes_name="gpu-01.rack4.example").full_clean()
+
+
+@pytest.mark.parametrize("field", ["name", "slurm_name", "kubernetes_name"])
+@pytest.mark.parametrize("value", ["--force", "-x"])
+def test_the_model_refuses_an_option_like_name_in_every_name_field(field, value):
+    """The model's own rule (full_clean, and so the admin), for the names scontrol and kubectl-like calls are given."""
+    node = Node(**dict({"name": "gpu-1", "transport": Node.Transport.LOCAL}, **{field: value}))
+    with pytest.raises(ValidationError) as refused:
+        node.full_clean()
+    assert refused.value.message_dict == {field: ["not a node name: a letter or a digit first, then letters, "
+                                                  "digits, . _ -"]}
+
+
+@pytest.mark.parametrize("value", ["--force", "-x"])
+def test_the_form_says_why_it_refuses_an_option_like_name(value):
+    form = NodeForm(dict(GOOD, name=value, python_path="python3", key_path="rack"))
+    assert not form.is_valid()
+    assert form.errors["name"] == ["%r is not a node name: a letter or a digit first, then letters, digits, . _ - "
+                                   "(at most 100)" % value]

@@ -195,23 +195,29 @@ def test_the_reaper_leaves_a_report_its_worker_still_holds_and_takes_it_once_the
     assert run.status == Status.PASSED and run.checks.count() == len(report["checks"]) and not path.exists()
 
 
-def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_credential_on_a_new_connection():
-    """The host key and the audit row of the node's credential are the run's reads and writes too: a connection
-    dropped there is replaced, as everywhere else in a run, not a DASHBOARD_ERROR."""
+def test_an_ssh_run_starting_in_a_blink_reads_its_host_key_and_audits_its_credential_on_a_new_connection(sshd):
+    """The host key and the audit row of the node's credential (written at the login) are the run's reads and writes
+    too: a connection dropped there is replaced, as everywhere else in a run, not a DASHBOARD_ERROR."""
     postgres_only()
     from cudaweb.accounts.models import AuditEvent
     from cudaweb.nodes.models import HostKey, SSHCredential
 
     credential = SSHCredential(name="k")
-    credential.set_private_key("not a key: the transport is only built, never connected")
+    credential.set_private_key(sshd.private_key())
     credential.save()
-    node = Node.objects.create(name="ssh1", address="127.0.0.1", port=22, username="root", credential=credential)
-    HostKey.objects.create(node=node, key_type="ssh-ed25519", key_base64="AAAA", fingerprint_sha256="x",
+    node = Node.objects.create(name="ssh1", address="127.0.0.1", port=sshd.port, username="root",
+                               credential=credential)
+    key_type, key_base64 = sshd.public_key("host_key")
+    HostKey.objects.create(node=node, key_type=key_type, key_base64=key_base64, fingerprint_sha256="x",
                            accepted_at=timezone.now())
     run = ValidationRun.objects.create(node=node, status=Status.RUNNING)
     old_pid = drop_my_connection()
     transport = services._transport(run, purpose="run x")
-    assert transport.host_key == ("ssh-ed25519", "AAAA") and connection.connection.info.backend_pid != old_pid
+    assert transport.host_key == (key_type, key_base64) and connection.connection.info.backend_pid != old_pid
+    old_pid = drop_my_connection()
+    with transport:
+        pass
+    assert connection.connection.info.backend_pid != old_pid
     assert AuditEvent.objects.filter(action="credential.used", detail__purpose="run x").count() == 1
 
 

@@ -72,3 +72,21 @@ def test_a_report_and_progress_with_nul_characters_are_stored_with_them_escaped(
     assert first.evidence == "before\\x00after" and first.summary == "nul\\x00here"
     assert run.progress[0]["id"] == "x\\x00"
     assert run.report["checks"][0]["summary"] == "nul\\x00here"
+
+
+@pytest.mark.django_db
+def test_a_check_summary_with_a_5000_digit_number_ends_the_run_with_its_verdict(node, tmp_path, settings):
+    """Storing a failed run reads numbers out of its failing checks' words (the webhook's root cause: playbook facts,
+    the GPU a failure names); a number over Python's 4300-digit limit for int() is no number there, not a
+    DASHBOARD_ERROR."""
+    settings.CUDAWEB_WEBHOOK_URL = "http://127.0.0.1:9/hooks"  # kept as a delivery; nothing is sent from a test
+    report = json.loads(REPORT.read_text())
+    check = next(c for c in report["checks"] if c["id"] == "driver.gpu_health")
+    check.update(status="fail", summary="GPU %s has fallen off the bus (Xid 79)" % ("9" * 5000))
+    report["verdict"] = "fail"
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    agent(node, tmp_path, "cat %s\n" % (tmp_path / "report.json"))
+    run = ValidationRun.objects.create(node=node)
+    assert services.run_execute(run_id=run.id) == Status.FAILED
+    run.refresh_from_db()
+    assert run.checks.get(check_id="driver.gpu_health").summary.startswith("GPU 9999")

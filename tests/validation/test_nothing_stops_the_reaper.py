@@ -95,11 +95,13 @@ def test_a_figure_no_arithmetic_survives_is_the_agents_error_named_by_its_field(
     integer of 401 digits made drift raise OverflowError (DASHBOARD_ERROR without the report)."""
     postgres_only()
     peers_stored()
+    spool.mkdir()  # the worker's spool is there, as on any worker that has kept a report before
     run = ValidationRun.objects.create(node=node_printing(tmp_path, poisoned(figure), "poisoned"))
     assert services.run_execute(run_id=run.id) == Status.AGENT_ERROR
     run.refresh_from_db()
     assert run.status == Status.AGENT_ERROR and "matmul_bf16_tflops" in run.reason and "cuda.matmul" in run.reason
-    assert list(spool.glob("*.json")) == [] if spool.exists() else True
+    assert report_spool.location(run.id).endswith(":%s" % (spool / ("%s.json" % run.id)))  # the spool looked in below
+    assert list(spool.iterdir()) == []  # nothing kept for the reaper to trip on: no report, no partial, none set aside
 
 
 def test_a_check_id_reported_twice_is_the_agents_error_naming_it(tmp_path, spool):

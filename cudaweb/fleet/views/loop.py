@@ -6,6 +6,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST, require_safe
 
+from cudaweb.accounts import audit
 from cudaweb.fleet.access import guarded
 from cudaweb.health import machine, services
 from cudaweb.health.models import RmaBundle
@@ -42,7 +43,9 @@ def breaker_close(request):
 @guarded
 @require_safe
 def rma_bundle(request, bundle_id):
-    bundle = get_object_or_404(RmaBundle, id=bundle_id)
+    bundle = get_object_or_404(RmaBundle.objects.select_related("transition__node"), id=bundle_id)
+    audit.record("loop.bundle_downloaded", obj=bundle.transition.node, bundle=bundle.name,
+                 transition=bundle.transition_id, sha256=bundle.sha256)
     response = HttpResponse(bytes(bundle.data), content_type="application/zip")
     response["Content-Disposition"] = 'attachment; filename="%s"' % bundle.name
     return response

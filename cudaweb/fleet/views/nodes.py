@@ -1,8 +1,10 @@
-"""A node's page and its actions: add, host key, validate, pin a baseline."""
+"""A node's page and its actions: add, host key, its report credential, validate, pin a baseline."""
 
+import posixpath
 import re
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,10 +16,12 @@ from cudaweb.drift.services import baseline_pin
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeEditForm, NodeForm, ValidateForm
 from cudaweb.health import selectors as health_selectors
+from cudaweb.nodes import report_credentials
 from cudaweb.nodes import services as node_services
 from cudaweb.nodes.models import HostKey, Node
 from cudaweb.playbooks.root_cause import run_root_cause
 from cudaweb.remote import connect
+from cudaweb.validation.gpus import node_uuid_conflicts
 from cudaweb.validation.models import ValidationRun
 from cudaweb.validation.queue import BrokerUnavailable
 from cudaweb.validation.selectors import node_flakiness
@@ -85,7 +89,31 @@ def node_detail(request, node_id):
         "flaky": node_flakiness(node),
         "root_cause": run_root_cause(run=node.last_run),
         "loop": health_selectors.node_timeline(node),
+        "gpu_conflicts": node_uuid_conflicts(node=node),
+        "credential": report_credentials.node_credential_active(node),
+        "credential_path": settings.CUDAWEB_NODE_CREDENTIAL_PATH,
     })
+
+
+@guarded
+@require_POST
+def node_credential(request, node_id):
+    """An admin issues the node's report credential (shown on this answer only, never stored or flashed) or revokes
+    it."""
+    node = get_object_or_404(Node, id=node_id)
+    if request.POST.get("action") == "revoke":
+        done = report_credentials.node_credential_revoke(node=node, by=request.user.get_username())
+        messages.success(request, "The credential of %s is revoked." % node.name if done else
+                         "%s had no active credential." % node.name)
+        return redirect(node)
+    earlier = report_credentials.node_credential_active(node) is not None
+    _, text = report_credentials.node_credential_issue(node=node, by=request.user.get_username())
+    path = settings.CUDAWEB_NODE_CREDENTIAL_PATH
+    response = render(request, "fleet/node_credential_issued.html", {
+        "node": node, "text": text, "revoked_earlier": earlier, "credential_path": path,
+        "credential_dir": posixpath.dirname(path)})
+    response["Cache-Control"] = "no-store"  # a secret: no cache keeps this page
+    return response
 
 
 @guarded

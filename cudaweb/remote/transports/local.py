@@ -82,10 +82,11 @@ class LocalTransport:
                 raise
         return path
 
-    def run_command(self, argv, timeout_s=30):
-        """Run a short command (argv, no shell) and return its ExecResult."""
+    def run_command(self, argv, timeout_s=30, stdin=None):
+        """Run a short command (argv, no shell) and return its ExecResult; `stdin` (bytes) is its input."""
         try:
-            done = subprocess.run(list(argv), capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            done = subprocess.run(list(argv), capture_output=True, timeout=timeout_s,
+                                  **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}))
         except OSError as exc:
             raise Unreachable("cannot start %s: %s" % (argv[0], exc))
         except subprocess.TimeoutExpired:

@@ -72,7 +72,8 @@ def fetch_host_key(address, port, timeout):
 
 
 class SSHTransport:
-    def __init__(self, address, port, username, private_key_text, host_key, connect_timeout=10, output_cap=2**21):
+    def __init__(self, address, port, username, private_key_text, host_key, connect_timeout=10, output_cap=2**21,
+                 on_key_used=None):
         self.address = address
         self.port = port
         self.username = username
@@ -80,6 +81,9 @@ class SSHTransport:
         self.host_key = host_key  # (key_type, key_base64) or None
         self.connect_timeout = connect_timeout
         self.output_cap = output_cap
+        # Called with "logged in" or "refused" once the private key went to the host the pinned key proved (paramiko
+        # checks the host key before it authenticates); never when no connection got that far.
+        self.on_key_used = on_key_used
         self.client = None
 
     def __enter__(self):
@@ -110,6 +114,7 @@ class SSHTransport:
                 self.address, fingerprint(exc.expected_key), fingerprint(exc.key)))
         except paramiko.AuthenticationException as exc:
             client.close()
+            self._key_used("refused")
             raise AuthFailed("authentication as %s@%s failed: %s" % (self.username, self.address, exc))
         except paramiko.ssh_exception.NoValidConnectionsError as exc:
             client.close()
@@ -121,7 +126,16 @@ class SSHTransport:
         # Small requests (a channel opened, a command started) go out at once: with Nagle's algorithm on, each waited
         # for the host's delayed ACK of the message before it, 40 ms a look on a kept session (bench/ssh_look.py).
         client.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._key_used("logged in")
+        except BaseException:  # a use that could not be recorded is not kept
+            client.close()
+            raise
         self.client = client
+
+    def _key_used(self, outcome):
+        if self.on_key_used is not None:
+            self.on_key_used(outcome)
 
     def close(self):
         if self.client:
@@ -153,10 +167,14 @@ class SSHTransport:
                                      self.address, self.username, exc or type(exc).__name__))
         return status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
-    def run_command(self, argv, timeout_s=30):
-        """Run a short command on the host, every argument quoted (shlex.quote), and return its ExecResult."""
+    def run_command(self, argv, timeout_s=30, stdin=None):
+        """Run a short command on the host, every argument quoted (shlex.quote), and return its ExecResult. `stdin`
+        (bytes) is written to it, then closed: a secret goes there, never on a command line others can read."""
         try:
-            _, stdout, stderr = self.client.exec_command(shlex.join(argv), timeout=timeout_s)
+            writer, stdout, stderr = self.client.exec_command(shlex.join(argv), timeout=timeout_s)
+            if stdin is not None:
+                writer.write(stdin)
+                writer.channel.shutdown_write()
             out, err = stdout.read(), stderr.read()  # each read times out after timeout_s of silence
             status = stdout.channel.recv_exit_status()
         except (socket.timeout, TimeoutError):

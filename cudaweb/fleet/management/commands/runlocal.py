@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from cudaweb import local_state
+from cudaweb.common import numbers
 from cudaweb.cli import InputError
 from cudaweb.embedded import free_port, start_redis, wait_for_port
 
@@ -58,9 +59,9 @@ def _forward(stream, stopping):
 
 def _env_port():
     text = os.environ.get("CUDAWEB_PORT", "8000")
-    if not text.isdigit():
+    if numbers.integer(text) is None:
         raise InputError("CUDAWEB_PORT=%r is not a port number" % text)
-    return int(text)
+    return numbers.integer(text)
 
 
 def _port_free_or_exit(port, given_as):
@@ -175,6 +176,8 @@ class Command(BaseCommand):
     def _ensure_admin(self):
         """The local user `admin`: a superuser in the admin role group (created once; an older one gets the group)."""
         from django.contrib.auth import get_user_model
+        from django.contrib.auth.password_validation import validate_password
+        from django.core.exceptions import ValidationError
 
         from cudaweb.accounts.roles import role_set
 
@@ -185,6 +188,10 @@ class Command(BaseCommand):
             self.stdout.write("admin account exists (password as printed when it was created)")
             return
         password = os.environ.get("CUDAWEB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        try:
+            validate_password(password, user=User(username="admin"))
+        except ValidationError as exc:
+            raise InputError("CUDAWEB_ADMIN_PASSWORD is refused: %s No user was created." % " ".join(exc.messages))
         role_set(user=User.objects.create_superuser("admin", "", password), role="admin")
         shown = "from CUDAWEB_ADMIN_PASSWORD" if os.environ.get("CUDAWEB_ADMIN_PASSWORD") else password
         self.stdout.write(self.style.WARNING("created user admin, password: %s (shown once)" % shown))
