@@ -10,9 +10,9 @@ line, and succeeds (CUDAWEB_SLURM_SCONTROL, run on the local node CUDAWEB_SLURM_
 standin.py's nvidia-smi (CUDAWEB_NVIDIA_SMI, which logs its arguments and lists one GPU), a reboot command that logs
 its argv (CUDAWEB_REBOOT_COMMAND), and tests/hooks/servers.py's HTTPS Kubernetes API stand-in (CUDAWEB_K8S_*).
 The nodes gpu-a01 (the attacker's) and gpu-a02 .. gpu-a13 (victims) are local-transport nodes labelled rack-a,
-whose LoopPolicy says mode act, ladder reset then reboot, auto. The attacker holds gpu-a01's credential only
-(`manage.py node_credential gpu-a01`); the operator token of attack 2 comes from `manage.py set_role` and
-`manage.py api_token`.
+whose LoopPolicy says mode act, ladder reset then reboot, auto (repeat limit 99: each attempt a remediation of its
+own). The attacker holds gpu-a01's credential only (`manage.py node_credential gpu-a01`); the operator token of
+attack 2 comes from `manage.py set_role` and `manage.py api_token`.
 
     .venv/bin/python bench/hostile_node.py           # every attack, then the services are stopped
     .venv/bin/python bench/hostile_node.py --keep    # leave them up (until Ctrl-C) to look around; the
@@ -273,7 +273,8 @@ class Dashboard:
             Node.objects.create(name=name, transport=Node.Transport.LOCAL, address="127.0.0.1",
                                 python_path=str(self.agent), labels=[LABEL], kubernetes_name=name,
                                 status=Node.Status.READY)
-        LoopPolicy.objects.create(label=LABEL, mode="act", ladder=["reset", "reboot"], auto=True)
+        LoopPolicy.objects.create(label=LABEL, mode="act", ladder=["reset", "reboot"], auto=True,
+                                 repeat_limit=99)  # each attempt its own remediation: the repeat rule aside
         users = get_user_model().objects
         self.operator = users.create_user("bench-operator", password=PASSWORD)
         users.create_user("bench-admin", password=PASSWORD)

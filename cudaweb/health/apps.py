@@ -8,7 +8,9 @@ class HealthConfig(AppConfig):
     def ready(self):
         # The loop hears how a re-validation it asked for ended through validation's signal (no import goes down
         # to up: validation never imports health).
-        from cudaweb.health import remediation
+        from cudaweb.health import ingest, remediation
         from cudaweb.validation.signals import run_finished
 
         run_finished.connect(remediation.on_run_finished, dispatch_uid="health.run_finished")
+        # a scheduled or operator's run's hardware findings are a look's (one node, one operational state)
+        run_finished.connect(ingest.on_run_finished, dispatch_uid="health.run_findings")

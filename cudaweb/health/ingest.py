@@ -3,6 +3,7 @@
 The report is host output: untrusted. Only the fields named here are read, each capped; a report that is not the
 agent's schema is refused whole (ReportRefused), nothing stored."""
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -15,9 +16,11 @@ from django.utils import timezone
 from cudaweb.accounts import audit
 from cudaweb.common.dbretry import retrying
 from cudaweb.health import machine, services, signatures
-from cudaweb.health.models import EVIDENCE_CAP, SUMMARY_CAP, HealthEvent, NodeLoop
+from cudaweb.health.models import EVIDENCE_CAP, SUMMARY_CAP, HealthEvent, LoopAction, NodeLoop
 from cudaweb.validation.hostoutput import text_for_db
+from cudaweb.validation.models import ValidationRun
 
+log = logging.getLogger(__name__)
 MAX_CHECKS = 200
 MAX_SIGNATURES = 16  # a check's signatures, and the GPUs a finding names (8 GPUs, each split in at most 7 MIG parts)
 MAX_GPUS = 64
@@ -25,6 +28,8 @@ MAX_COUNTERS = 1000
 # NVIDIA's GPU and MIG UUIDs (nvidia-smi -L): anything else a report names is no GPU of ours to act on
 GPU_UUID = re.compile(r"\A(GPU|MIG)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 SEVERITY = {"fail": HealthEvent.Severity.FAIL, "warn": HealthEvent.Severity.WARN}
+WATCH_LAYERS = ("L0", "L1")  # with the fabric checks: what a look runs, and what of a run the loop reads
+JUDGED = (ValidationRun.Status.PASSED, ValidationRun.Status.WARNED, ValidationRun.Status.FAILED)
 
 
 class ReportRefused(ValueError):
@@ -161,8 +166,8 @@ def _at_rest(node):
 def report_ingest(node, report, *, now=None, source="look"):
     """Store a watch report's findings as events and hand the node's state machine what they mean: a hardware
     finding (the root cause among them), else a clean look. Application Xids and observations only add events.
-    `source`: "look" (the dashboard's own look over SSH) or "node" (the node's own report, with its credential),
-    for the audit log. What one report can store is bounded: CUDAWEB_NODE_REPORT_MAX_FINDINGS findings, and no new
+    `source`: "look" (the dashboard's own look over SSH), "node" (the node's own report, with its credential) or
+    "run" (a validation run's L0-L1 and fabric checks), for the audit log. What one report can store is bounded: CUDAWEB_NODE_REPORT_MAX_FINDINGS findings, and no new
     event past CUDAWEB_NODE_NEW_EVENTS_PER_DAY opened on the node in a day. Returns an Ingested."""
     now = now or timezone.now()
     result = Ingested()
@@ -205,7 +210,8 @@ def report_ingest(node, report, *, now=None, source="look"):
     else:
         result.transition = retrying(services.apply, node, machine.Stimulus(machine.LOOK, clean=True), now=now,
                                      what="loop decision for %s" % node.name)
-    _webhook_new_events(node, result.new)
+    if source != "run":  # a run's failure has its own webhook (run_failed): one message for one fault
+        _webhook_new_events(node, result.new)
     return result
 
 
@@ -224,3 +230,29 @@ def _webhook_new_events(node, new):
     loop_webhook(event="health_event", node=node,
                  headline="has %s new %s event%s" % (len(told), " and ".join(klasses), "" if len(told) == 1 else "s"),
                  cause="; ".join(lines) + more)
+
+
+def run_as_look(report):
+    """The part of a run's report a look would have: its L0-L1 and fabric checks, as a watch report."""
+    checks = [c for c in (report.get("checks") or ()) if isinstance(c, dict) and (
+        c.get("layer") in WATCH_LAYERS or str(c.get("id", "")).startswith("fabric."))]
+    return {"schema": report.get("schema"), "mode": "watch", "checks": checks}
+
+
+def on_run_finished(sender, run_id, status, **kwargs):
+    """Receiver of validation.signals.run_finished: a run's hardware findings are a look's for the loop (a scheduled
+    or an operator's run that fails at L1 with an Xid 79 makes the node suspect, as a look would), once the run's end
+    has committed. A re-validation rung's own run is not: its verdict is the rung's outcome."""
+    if status not in JUDGED or LoopAction.objects.filter(run_id=run_id).exists():
+        return
+    run = ValidationRun.objects.select_related("node").only("report", "node").get(id=run_id)
+    if not isinstance(run.report, dict):
+        return
+    transaction.on_commit(lambda: _run_ingest(run.node, run_as_look(run.report)), robust=True)
+
+
+def _run_ingest(node, look):
+    try:
+        report_ingest(node, look, source="run")
+    except ReportRefused as exc:
+        log.warning("the run of %s gave the loop nothing to read: %s", node.name, exc)

@@ -57,6 +57,9 @@ class Loop:
     breaker_allows: bool = True
     repeats: int = 0           # earlier remediations of this root cause within the window
     repeat_limit: int = 2      # the n-th remediation of one root cause within the window sends to rma
+    retry_wait: str = ""       # why the rung a busy node (or our failure) held back is not taken again yet
+    flaps: int = 0             # times this condition cleared at the next look within the flap window
+    flap_limit: int = 3        # the n-th time it comes back, it is confirmed, not cleared again
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,18 @@ def step(loop, stimulus):
             return _quarantine(loop, loop.root_cause, "%s seen again (now %s)" % (loop.root_cause,
                                                                                  stimulus.signature))
         if kind == LOOK:
-            if stimulus.clean and loop.root_cause in CONDITIONS:
+            if stimulus.clean and loop.root_cause in CONDITIONS and loop.flaps + 1 < loop.flap_limit:
                 return _go(loop, READY, "%s gone at the next look" % loop.root_cause, root_cause="", rung=0)
+            if stimulus.clean and loop.root_cause in CONDITIONS:
+                return _quarantine(loop, loop.root_cause, "%s came and went %d times within the flap window: "
+                                   "confirmed" % (loop.root_cause, loop.flaps + 1))
             return _quarantine(loop, loop.root_cause, "%s confirmed at the next look" % loop.root_cause)
         return NOTHING
     if state == QUARANTINED:
         # on its own: once when quarantined, then at each look (a reset refused while a process held the GPU)
         if kind in (ADVANCE, LOOK, FINDING) and loop.auto:
+            if loop.retry_wait:
+                return Decision(waiting=loop.retry_wait)
             return _rung(loop, loop.rung, "the ladder's rung %d" % (loop.rung + 1))
         if kind == REMEDIATE and stimulus.action in RUNGS:
             return _go(loop, REVALIDATING if stimulus.action in REVALIDATIONS else REMEDIATING,

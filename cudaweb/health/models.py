@@ -70,6 +70,11 @@ class NodeLoop(models.Model):
     next_watch_at = models.DateTimeField(null=True, blank=True, db_index=True)
     last_watch_at = models.DateTimeField(null=True, blank=True, help_text="when the latest look began")
     watch_error = models.CharField(max_length=500, blank=True)
+    watch_failures = models.PositiveSmallIntegerField(default=0, help_text="looks in a row that failed (no report): "
+                                                      "the node is looked at less often, so that hung hosts do not "
+                                                      "hold the threads healthy nodes need")
+    looking_until = models.DateTimeField(null=True, blank=True, help_text="a look of this node runs (in some worker "
+                                         "process) until then at the latest: no second look beside it")
     watch_counters = models.JSONField(default=dict, blank=True, help_text="the fabric error counters of the latest "
                                       "look, handed to the next one (--fabric-previous): growth since it is an event")
 

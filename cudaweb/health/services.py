@@ -12,6 +12,7 @@ from django.utils import timezone
 from cudaweb.accounts import audit
 from cudaweb.health import actions, machine
 from cudaweb.health.models import Breaker, LoopAction, NodeLoop, Transition
+from cudaweb.health.signatures import CONDITIONS
 from cudaweb.health.policy import policy_of
 from cudaweb.health.signals import node_sent_to_rma
 from cudaweb.hooks import services as hooks
@@ -33,6 +34,47 @@ def _repeats(node, cause, days, now):
         return 0
     return Transition.objects.filter(node=node, shadow=False, from_state=machine.REVALIDATING, to_state=machine.READY,
                                      root_cause=cause, at__gte=now - timedelta(days=days)).count()
+
+
+AUTO_STIMULI = (machine.ADVANCE, machine.LOOK, machine.FINDING)
+
+
+def _flaps(node, cause, shadow, now):
+    """Times `cause` cleared at the next look (suspect -> ready) within the flap window."""
+    since = now - timedelta(seconds=settings.CUDAWEB_LOOP_FLAP_WINDOW_S)
+    return Transition.objects.filter(node=node, shadow=shadow, from_state=machine.SUSPECT, to_state=machine.READY,
+                                     root_cause=cause, at__gte=since).count()
+
+
+def _retry_wait(node, now):
+    """Why the loop does not take a quarantined node's rung again yet, or "": its rungs were busy or aborted n times
+    in a row (taken again after CUDAWEB_LOOP_RETRY_S doubled n-1 times, at most CUDAWEB_LOOP_RETRY_MAX_S), or a
+    scheduler's drain failed for good (an operator must look: retrying cannot deliver it)."""
+    from cudaweb.hooks.models import HookDelivery
+
+    failed = HookDelivery.objects.filter(node=node, kind__in=(HookDelivery.Kind.SLURM_DRAIN,
+                                                              HookDelivery.Kind.K8S_CORDON)).order_by("-created", "-id")
+    newest = failed.first()
+    if newest is not None and newest.status == HookDelivery.Status.FAILED:
+        return "the node's %s failed for good (%s): an operator must look; no rung until then" % (
+            newest.kind.replace("_", " "), (newest.last_error or "no reason kept")[:120])
+    held = (LoopAction.Status.BUSY, LoopAction.Status.ABORTED)
+    recent = list(LoopAction.objects.filter(node=node).exclude(status=LoopAction.Status.CANCELLED)
+                  .order_by("-created", "-id").values_list("status", "finished", "outcome")[:12])
+    in_a_row = 0
+    for status, _, _ in recent:
+        if status not in held:
+            break
+        in_a_row += 1
+    if not in_a_row or recent[0][1] is None:
+        return ""
+    wait = min(settings.CUDAWEB_LOOP_RETRY_MAX_S, settings.CUDAWEB_LOOP_RETRY_S * 2 ** (in_a_row - 1))
+    again = recent[0][1] + timedelta(seconds=wait)
+    if now >= again:
+        return ""
+    return "the rung was %s %d time%s in a row (%s): taken again at %s" % (
+        recent[0][0], in_a_row, "" if in_a_row == 1 else "s", (recent[0][2] or "")[:120],
+        timezone.localtime(again).strftime("%H:%M:%S"))
 
 
 # ---------------------------------------------------------------------------------------------------- the breaker
@@ -106,6 +148,25 @@ def breaker_close(*, user):
     return len(waiting)
 
 
+def breaker_expire(now=None):
+    """Beat (with the rungs' sweep): a breaker open longer than its window closes itself and the nodes it held are
+    looked at again, under the same limits (still over them: it opens again, for another window). Returns how many
+    nodes were looked at again, or None when it stays as it is."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        breaker = breaker_row(lock=True)
+        if not breaker.is_open or breaker.opened_at is None or \
+                now - breaker.opened_at < timedelta(seconds=settings.CUDAWEB_BREAKER_WINDOW_S):
+            return None
+        Breaker.objects.filter(id=1).update(is_open=False, closed_by=LOOP, closed_at=now)
+        audit.record("loop.breaker_closed", reason=breaker.reason, by="the loop: its window (%d s) passed" %
+                     settings.CUDAWEB_BREAKER_WINDOW_S)
+    waiting = list(NodeLoop.objects.filter(state=machine.SUSPECT).exclude(waiting="").select_related("node"))
+    for row in waiting:
+        apply(row.node, machine.Stimulus(machine.LOOK), now=now)
+    return len(waiting)
+
+
 # ---------------------------------------------------------------------------------------------- one stimulus
 
 class RungRunning(ValueError):
@@ -137,17 +198,25 @@ def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None
         cause = row.shadow_root_cause if shadow else row.root_cause
         loop = machine.Loop(state=state, root_cause=cause, rung=row.rung, action="" if shadow else row.action,
                             ladder=policy.ladder, auto=policy.auto, repeat_limit=policy.repeat_limit,
-                            repeats=_repeats(node, cause, policy.repeat_window_days, now))
+                            repeats=_repeats(node, cause, policy.repeat_window_days, now),
+                            flap_limit=settings.CUDAWEB_LOOP_FLAP_LIMIT)
+        if state == machine.SUSPECT and stimulus.kind == machine.LOOK and cause in CONDITIONS:
+            loop = replace(loop, flaps=_flaps(node, cause, shadow, now))
+        if state == machine.QUARANTINED and policy.auto and not shadow and stimulus.kind in AUTO_STIMULI:
+            loop = replace(loop, retry_wait=_retry_wait(node, now))
         breaker = None
         if state == machine.SUSPECT and not shadow:
             breaker = breaker_row(lock=True)  # the lock serialises every decision that may drain a node
-            allows, why_not = (False, breaker.reason) if breaker.is_open else breaker_verdict(node, now, breaker.closed_at)
+            allows, why_not = (False, breaker.reason) if breaker.is_open else \
+                breaker_verdict(node, now, breaker.closed_at)
             loop = replace(loop, breaker_allows=allows)
         decision = machine.step(loop, stimulus)
         if decision.to is None:
             if decision.waiting and breaker is not None:
                 _breaker_trip(breaker, why_not, node, now)
                 NodeLoop.objects.filter(node=node).update(waiting=("breaker open: %s" % why_not)[:300])
+            elif decision.waiting and loop.retry_wait:
+                NodeLoop.objects.filter(node=node).update(waiting=decision.waiting[:300])
             return None
         return _transition(node, row, decision, shadow=shadow, by=by, actor=actor, event=event, run=run, now=now,
                            from_state=state)

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from cudaweb.health import remediation, retention, watch
+from cudaweb.health import remediation, retention, services, watch
 
 
 @shared_task(ignore_result=True)
@@ -32,6 +32,7 @@ def run_action(action_id):
 @shared_task(ignore_result=True)
 def sweep_actions():
     remediation.actions_sweep()
+    services.breaker_expire()
 
 
 @shared_task(ignore_result=True)

@@ -30,6 +30,8 @@ WATCH_ARGS = ["--mode", "watch", "--json"]
 # The agent dates a kernel-log line from the boot time (/proc/stat btime, whole seconds) plus the line's stamp: a
 # line this close to the previous look's start may be seen by two looks (its event grows) rather than by none.
 SINCE_MARGIN_S = 2
+MAX_SLOWER = 8  # a failing host's looks: at most this many intervals apart
+LEASE_MARGIN_S = 10  # a look's lease outlives its timeout by this much (the report's ingest after the agent ends)
 
 
 class Sessions:
@@ -103,14 +105,20 @@ def nodes_due(now=None, limit=2000):
         NodeLoop.objects.get_or_create(node_id=node_id, defaults={"next_watch_at": now})
     policies = list(LoopPolicy.objects.all())
     reachable = Q(node__transport=Node.Transport.LOCAL) | Q(node__credential__isnull=False)
+    # a next look further ahead than any cadence allows was set by a clock that has since stepped back: due now
+    # (else no node would be looked at until the clock caught up again)
+    longest = max([settings.CUDAWEB_WATCH_INTERVAL_S] + [p.interval_s or 0 for p in policies]) * MAX_SLOWER
+    stepped_back = Q(next_watch_at__gt=now + timedelta(seconds=longest + 60))
     with transaction.atomic():
         rows = list(NodeLoop.objects.select_for_update(skip_locked=True, of=("self",)).select_related("node")
-                    .filter(reachable).filter(Q(next_watch_at__lte=now) | Q(next_watch_at__isnull=True))
+                    .filter(reachable).filter(Q(next_watch_at__lte=now) | Q(next_watch_at__isnull=True) | stepped_back)
                     .order_by("next_watch_at")[:limit])
         moves = defaultdict(list)
         for row in rows:
-            interval = timedelta(seconds=policy_of(row.node, policies).interval_s)
-            late = row.next_watch_at is None or row.next_watch_at + interval <= now
+            # a host whose looks keep failing (hung, away) is looked at less often: 2, 4, ... up to 8 intervals
+            slower = min(MAX_SLOWER, 2 ** row.watch_failures) if row.watch_failures else 1
+            interval = timedelta(seconds=policy_of(row.node, policies).interval_s * slower)
+            late = row.next_watch_at is None or row.next_watch_at + interval <= now or row.next_watch_at > now
             moves[(interval, late)].append(row.node_id)
         for (interval, late), node_ids in moves.items():
             step = now + interval if late else F("next_watch_at") + interval
@@ -147,10 +155,13 @@ def look(node_id, sessions=SESSIONS):
         result = transport.run_agent(node.python_path, agent_path, watch_args(node, getattr(node, "loop", None)),
                                      settings.CUDAWEB_WATCH_TIMEOUT_S, env=node.agent_env())
         report = parse_report(result.stdout)
-        return report_ingest(node, report, now=started)
+        ingested = report_ingest(node, report, now=started)
+        NodeLoop.objects.filter(node=node).exclude(watch_failures=0).update(watch_failures=0)
+        return ingested
     except (TransportError, ReportRefused, ValueError, json.JSONDecodeError) as exc:
         sessions.drop(node.id)
-        NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500])
+        NodeLoop.objects.filter(node=node).update(watch_error=("%s: %s" % (type(exc).__name__, exc))[:500],
+                                                  watch_failures=F("watch_failures") + 1)
         log.warning("watch of %s failed: %s", node.name, exc)
         return None
 
@@ -163,6 +174,16 @@ _in_flight = set()
 _in_flight_lock = threading.Lock()
 
 
+def _lease(node_id):
+    """Take the node's look lease (one conditional UPDATE): the time it ends, or None when a look of the node runs
+    already, in this worker process or another one."""
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.CUDAWEB_WATCH_TIMEOUT_S + LEASE_MARGIN_S)
+    taken = NodeLoop.objects.filter(Q(looking_until__isnull=True) | Q(looking_until__lt=now),
+                                    node_id=node_id).update(looking_until=until)
+    return until if taken else None
+
+
 def _look_in_thread(node_id):
     with _in_flight_lock:
         if node_id in _in_flight:
@@ -172,12 +193,21 @@ def _look_in_thread(node_id):
             return None
         _in_flight.add(node_id)
     close_old_connections()  # each thread keeps its own connection; one the database dropped is opened again
+    until = None
     try:
+        until = _lease(node_id)
+        if until is None:
+            log.warning("watch of node %s skipped: its previous look is still running", node_id)
+            NodeLoop.objects.filter(node_id=node_id).update(
+                watch_error="a look was skipped: the previous look was still running (a slow host or a short interval)")
+            return None
         return look(node_id)
     except Exception:  # one node's bug must not end the batch: logged, the next slot looks again
         log.exception("watch of node %s failed", node_id)
         return None
     finally:
+        if until is not None:
+            NodeLoop.objects.filter(node_id=node_id, looking_until=until).update(looking_until=None)
         with _in_flight_lock:
             _in_flight.discard(node_id)
 

@@ -161,7 +161,8 @@ def _kubernetes_client():
 
 
 def _send(delivery):
-    """One try; returns the final status (DELIVERED or SKIPPED) or raises Transient / Permanent."""
+    """One try; returns the final status (DELIVERED or SKIPPED) and a note on it ("" or, for a Slurm drain or
+    resume, whose drain it found and left alone), or raises Transient / Permanent."""
     payload, scontrol = delivery.payload, settings.CUDAWEB_SLURM_SCONTROL
     if delivery.kind == Kind.WEBHOOK:
         url = settings.CUDAWEB_WEBHOOK_URL
@@ -174,10 +175,13 @@ def _send(delivery):
             raise Permanent("no webhook URL (CUDAWEB_WEBHOOK_URL is not set)")
         webhook.post_json(url, payload)
     elif delivery.kind == Kind.SLURM_DRAIN:
-        slurm.scontrol_run(_slurm_transport(), scontrol, payload["argv"], settings.CUDAWEB_SLURM_TIMEOUT_S)
+        # Delivered even when someone else's drain was there and kept: the node is out of the scheduler's hands,
+        # which is what the remediation's gate (a delivered drain) asks.
+        return Status.DELIVERED, slurm.drain(_slurm_transport(), scontrol, payload["slurm_name"], payload["argv"],
+                                             settings.CUDAWEB_SLURM_TIMEOUT_S)
     elif delivery.kind == Kind.SLURM_RESUME:
-        if not slurm.resume(_slurm_transport(), scontrol, payload["slurm_name"], settings.CUDAWEB_SLURM_TIMEOUT_S):
-            return Status.SKIPPED
+        note = slurm.resume(_slurm_transport(), scontrol, payload["slurm_name"], settings.CUDAWEB_SLURM_TIMEOUT_S)
+        return (Status.SKIPPED if note else Status.DELIVERED), note
     elif delivery.kind == Kind.K8S_CORDON:
         kubernetes.cordon(_kubernetes_client(), payload["node_name"], payload["reason"])
     elif delivery.kind == Kind.K8S_HEALTH:
@@ -186,8 +190,8 @@ def _send(delivery):
                                  key=payload["key"])
     elif delivery.kind == Kind.K8S_UNCORDON:
         if not kubernetes.uncordon(_kubernetes_client(), payload["node_name"]):
-            return Status.SKIPPED
-    return Status.DELIVERED
+            return Status.SKIPPED, ""
+    return Status.DELIVERED, ""
 
 
 def backoff_s(attempt):
@@ -208,7 +212,7 @@ def delivery_attempt(*, delivery_id):
         return None  # a redelivered task: another worker holds this try
     attempt = delivery.attempts + 1
     try:
-        status = _send(delivery)
+        status, note = _send(delivery)
     except Transient as exc:
         if attempt < settings.CUDAWEB_HOOK_TRIES:
             HookDelivery.objects.filter(id=delivery.id).update(last_error="try %d: %s" % (attempt, exc))
@@ -222,7 +226,7 @@ def delivery_attempt(*, delivery_id):
         log.exception("hook %s %s failed unexpectedly", delivery.kind, delivery.id)
         return _finish(delivery, Status.FAILED, "the dashboard failed while sending it: %s: %s" % (
             type(exc).__name__, exc))
-    return _finish(delivery, status, "")
+    return _finish(delivery, status, note)  # the note of a delivered or skipped one: whose drain it left alone
 
 
 def deliveries_sweep(*, older_than_s=None):

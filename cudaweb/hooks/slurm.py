@@ -45,11 +45,32 @@ def node_state(transport, scontrol, slurm_name, timeout_s=30):
     return (state.group(1) if state else ""), (reason.group(1) if reason else "")
 
 
+def ours(reason):
+    """Whether a Slurm reason is cudaweb's own drain (drain_argv's prefix): the only drain cudaweb resumes."""
+    return reason.startswith(REASON_PREFIX.strip())
+
+
+def drain(transport, scontrol, slurm_name, argv, timeout_s=30):
+    """Drain the node with `argv` (drain_argv's), unless someone else has drained it already: an update would
+    replace their reason with ours, and the resume, which knows cudaweb's drain by its reason, would then undo
+    theirs. Returns "" when it drained the node, else a note saying whose drain it found and kept (the node is
+    out of the scheduler's hands either way)."""
+    state, reason = node_state(transport, scontrol, slurm_name, timeout_s)
+    if "DRAIN" in state and not ours(reason):
+        # Slurm has no compare-and-set: a drain set between this look and the update below is still replaced
+        return "already drained by someone else (State=%s Reason=%s): their drain and reason kept, not ours" % (
+            state, reason[:REASON_CAP] or "none")
+    scontrol_run(transport, scontrol, argv, timeout_s)
+    return ""
+
+
 def resume(transport, scontrol, slurm_name, timeout_s=30):
     """Resume the node if cudaweb drained it; a drain someone else set (another reason) is left alone.
-    Returns whether it resumed."""
+    Returns "" when it resumed the node, else a note saying why it left the node as it is."""
     state, reason = node_state(transport, scontrol, slurm_name, timeout_s)
-    if "DRAIN" not in state or not reason.startswith(REASON_PREFIX.strip()):
-        return False
+    if "DRAIN" not in state:
+        return "not drained (State=%s): nothing to resume" % state
+    if not ours(reason):
+        return "drained by someone else (Reason=%s): left drained" % (reason[:REASON_CAP] or "none")
     scontrol_run(transport, scontrol, resume_argv(slurm_name), timeout_s)
-    return True
+    return ""

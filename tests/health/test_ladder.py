@@ -150,7 +150,10 @@ def test_a_worker_lost_mid_reset_aborts_it_never_runs_it_again_and_takes_the_run
     moves = list(Transition.objects.filter(node=node).order_by("version").values_list("to_state", flat=True))
     assert moves == ["suspect", "quarantined", "remediating", "quarantined"]
     with django_capture_on_commit_callbacks(execute=False):
-        report_ingest(node, watch_report())  # the next look: auto takes the rung again
+        report_ingest(node, watch_report())  # the next look, a moment later: the rung waits (CUDAWEB_LOOP_RETRY_S)
+        assert "aborted 1 time in a row" in NodeLoop.objects.get(node=node).waiting
+        assert not LoopAction.objects.filter(node=node, status="pending").exists()
+        report_ingest(node, watch_report(), now=timezone.now() + timedelta(seconds=61))  # auto takes it again
     again = LoopAction.objects.get(node=node, status="pending")
     assert again.id != action.id and again.kind == "reset" and _state(node) == machine.REMEDIATING
 

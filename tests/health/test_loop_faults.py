@@ -258,3 +258,115 @@ def test_a_revalidation_never_adopts_a_run_begun_before_it(loop_settings, django
     with django_capture_on_commit_callbacks(execute=True):
         run_finish(run=action.run, status=ValidationRun.Status.PASSED, from_statuses=(ValidationRun.Status.PENDING,))
     assert _state(node) == machine.READY
+
+
+def test_a_runs_hardware_verdict_reaches_the_loop_as_a_look_would(loop_settings, act_policy,
+                                                                   django_capture_on_commit_callbacks):
+    """A scheduled (or an operator's) run that fails at L1 with an Xid 79 makes the node suspect in the loop, not
+    only "Failing" on its page; the next look confirms it. A clean run closes the events it no longer shows."""
+    node = make_node("gpu-run-xid")
+    look = watch_report("xid79")
+    report = {**look, "mode": "standard", "checks": look["checks"] + [
+        {"id": "training.resnet_amp", "layer": "L6", "status": "pass", "signatures": []}]}
+    run = ValidationRun.objects.create(node=node, mode="standard", status=ValidationRun.Status.RUNNING,
+                                       trigger=ValidationRun.Trigger.SCHEDULED)
+    with django_capture_on_commit_callbacks(execute=True):
+        run_finish(run=run, status=ValidationRun.Status.FAILED, report=report)
+    assert _state(node) == machine.SUSPECT
+    event = node.health_events.get(signature="gpu_fallen_off_bus")
+    assert event.klass == "hardware" and not node.health_events.filter(check_id="training.resnet_amp").exists()
+    report_ingest(node, watch_report())  # the next look: an Xid is not seen twice, it confirms
+    assert _state(node) == machine.QUARANTINED
+
+
+def test_a_busy_node_is_not_cycled_through_its_rung_at_every_look(remediating, django_capture_on_commit_callbacks):
+    """A process holds the GPU: the reset is busy, and taken again only after CUDAWEB_LOOP_RETRY_S, doubling each
+    time in a row (it was taken at every look: 44 busy rungs and 90 transitions in 4 minutes)."""
+    node, _ = remediating()
+    now = timezone.now()
+    for n, wait_s in enumerate((60, 120, 240)):
+        action = LoopAction.objects.get(node=node, status="pending")
+        claimed = remediation._claim(action.id)
+        remediation.action_finish(claimed, remediation.Status.BUSY, "process(es) 4242 hold GPU x: not reset")
+        finished = LoopAction.objects.get(id=action.id).finished
+        with django_capture_on_commit_callbacks(execute=True):
+            for seconds in (1, wait_s // 2, wait_s - 2):
+                report_ingest(node, watch_report(), now=finished + timedelta(seconds=seconds))
+                assert not LoopAction.objects.filter(node=node, status="pending").exists(), (n, seconds)
+            assert "busy %d time" % (n + 1) in NodeLoop.objects.get(node=node).waiting
+            report_ingest(node, watch_report(), now=finished + timedelta(seconds=wait_s + 1))
+        assert LoopAction.objects.filter(node=node, status="pending").count() == 1, n
+    assert LoopAction.objects.filter(node=node, status="busy").count() == 3
+    assert now  # the waits ran from each rung's end
+
+
+def test_a_drain_that_failed_for_good_holds_the_rung_for_an_operator(remediating, django_capture_on_commit_callbacks):
+    node, smi_log = remediating()
+    action = LoopAction.objects.get(node=node, status="pending")
+    HookDelivery.objects.filter(node=node, kind="slurm_drain").update(status=HookDelivery.Status.FAILED,
+                                                                      last_error="scontrol: Invalid node name")
+    claimed = remediation._claim(action.id)
+    status, outcome = remediation._reset(claimed)
+    remediation.action_finish(claimed, status, outcome)
+    assert status == "busy" and "Slurm drain is failed" in outcome
+    transition = Transition.objects.filter(node=node).order_by("-version").first()
+    assert "drain is failed" in transition.why and "a process holds" not in transition.why
+    with django_capture_on_commit_callbacks(execute=True):
+        report_ingest(node, watch_report(), now=timezone.now() + timedelta(hours=5))
+    assert not LoopAction.objects.filter(node=node, status="pending").exists()
+    assert "failed for good" in NodeLoop.objects.get(node=node).waiting and "-r" not in smi_log.read_text().split()
+
+
+def test_a_condition_that_keeps_coming_back_is_confirmed_not_cleared_forever(loop_settings, act_policy):
+    from tests.health.standin import FAULTS  # noqa: F401 (fabric_training: a condition, read afresh at each look)
+
+    node = make_node("gpu-flap")
+    states = []
+    for _ in range(4):
+        report_ingest(node, watch_report("fabric_training"))
+        report_ingest(node, watch_report())
+        states.append(_state(node))
+    assert states[:2] == [machine.READY, machine.READY] and states[2] == machine.QUARANTINED, states
+    assert "came and went 3 times" in Transition.objects.get(node=node, to_state="quarantined").why
+
+
+def test_an_open_breaker_closes_itself_once_its_window_has_passed(loop_settings, act_policy):
+    loop_settings.CUDAWEB_BREAKER_MAX_NODES = 1
+    loop_settings.CUDAWEB_BREAKER_MAX_PCT = 100
+    first, second = make_node("gpu-br-1"), make_node("gpu-br-2")
+    for node in (first, second):
+        report_ingest(node, watch_report("xid79"))
+        report_ingest(node, watch_report())
+    assert (_state(first), _state(second)) == (machine.QUARANTINED, machine.SUSPECT)
+    assert services.breaker_expire() is None  # within its window it stays open
+    NodeLoop.objects.filter(node=first).update(state=machine.READY)  # the first is back in service
+    later = timezone.now() + timedelta(seconds=loop_settings.CUDAWEB_BREAKER_WINDOW_S + 1)
+    assert services.breaker_expire(now=later) == 1
+    assert _state(second) == machine.QUARANTINED and not Breaker.objects.get(id=1).is_open
+
+
+def test_a_clock_stepped_forward_or_a_database_away_past_the_retries_never_sends_a_reset_node_to_rma(
+        remediating, monkeypatch, settings, django_capture_on_commit_callbacks):
+    """The reset succeeded but its end could not be stored (the database away longer than the retries): the rung
+    stays running; a clock 180 s ahead does not end it; past its deadline the sweep aborts it (ours, not the
+    node's) and the node waits, quarantined, for the rung to be taken again, never rma."""
+    from django.db import OperationalError
+
+    settings.CUDAWEB_DB_RETRY_S, settings.CUDAWEB_DB_RETRY_FIRST_S = 0.2, 0.05
+    node, smi_log = remediating()
+    action = LoopAction.objects.get(node=node, status="pending")
+
+    def away(*args, **kwargs):
+        raise OperationalError("the database system is shutting down")
+
+    stored = remediation._action_finish
+    monkeypatch.setattr(remediation, "_action_finish", away)
+    with pytest.raises(OperationalError):
+        remediation.action_run(action.id)
+    monkeypatch.setattr(remediation, "_action_finish", stored)  # the database is back
+    assert "-r -i" in smi_log.read_text() and LoopAction.objects.get(id=action.id).status == "running"
+    assert remediation.actions_sweep(now=timezone.now() + timedelta(seconds=180)) == (0, 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert remediation.actions_sweep(now=timezone.now() + timedelta(hours=1)) == (1, 0)
+    assert LoopAction.objects.get(id=action.id).status == "aborted"
+    assert _state(node) == machine.QUARANTINED and not Transition.objects.filter(node=node, to_state="rma").exists()

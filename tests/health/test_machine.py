@@ -102,6 +102,8 @@ STEP = st.one_of(
     st.tuples(st.just("run"), st.sampled_from(m.OUTCOMES)),           # a worker takes the rung, it ends so
     st.tuples(st.just("worker_dies"), st.none()),                      # claimed, then lost: the sweep aborts it
     st.tuples(st.just("policy"), st.sampled_from(("act", "record", "off"))),  # an admin changes the label's policy
+    st.tuples(st.just("clock"), st.sampled_from(("forward", "back"))),  # a clock step: forward past a deadline, the
+                                                                         # sweep aborts the rung running; back: none
     st.tuples(st.just("redeliver"), st.sampled_from(m.OUTCOMES)),      # a stale outcome arrives again
     st.tuples(st.just("healthy"), st.none()),
     st.tuples(st.just("rma"), st.none()),
@@ -125,6 +127,10 @@ def _drive(store, steps, blinks):
             stimulus = m.Stimulus(m.MARK_HEALTHY if kind == "healthy" else m.SEND_RMA)
         elif kind == "policy":
             store.mode = arg
+            continue
+        elif kind == "clock":
+            if arg == "forward" and store.live is not None and store.started[store.live][1] == "running":
+                store.finish(store.live, m.ABORTED)
             continue
         elif kind == "race":
             store.apply(m.Stimulus(m.FINDING, signature=arg), read_version=store.version - 1)

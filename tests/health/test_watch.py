@@ -123,6 +123,7 @@ def test_the_first_look_at_a_validated_node_reads_the_kernel_log_since_that_vali
     assert datetime.fromisoformat(args[args.index("--since") + 1]) == finished
 
 
+@pytest.mark.django_db(transaction=True)  # the looks' threads use connections of their own: the rows are committed
 def test_a_look_still_running_gets_no_second_look_beside_it(loop_settings, monkeypatch):
     import threading
 
@@ -147,3 +148,47 @@ def test_a_look_still_running_gets_no_second_look_beside_it(loop_settings, monke
     thread.join(10)
     assert first == ["looked"] and calls == [node.id]
     assert watch._look_in_thread(node.id) == "looked"  # once it ended, the next slot looks again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_look_running_in_another_worker_process_gets_no_second_look_beside_it(loop_settings, monkeypatch):
+    """The guard is the node's lease in the database, not only this process's set: two workers never look at one
+    node side by side (380 of 390 pairs overlapped with 7 s looks on a 5 s interval)."""
+    node = make_node("gpu-leased")
+    NodeLoop.objects.create(node=node, looking_until=timezone.now() + timedelta(seconds=25))  # another process's
+    calls = []
+    monkeypatch.setattr(watch, "look", lambda node_id: calls.append(node_id) or "looked")
+    assert watch._look_in_thread(node.id) is None and calls == []
+    assert "previous look was still running" in NodeLoop.objects.get(node=node).watch_error
+    NodeLoop.objects.filter(node=node).update(looking_until=timezone.now() - timedelta(seconds=1))  # it died
+    assert watch._look_in_thread(node.id) == "looked" and calls == [node.id]
+    assert NodeLoop.objects.get(node=node).looking_until is None  # the lease ends with the look
+
+
+def test_a_host_whose_looks_keep_failing_is_looked_at_less_often(loop_settings, tmp_path):
+    """Hung hosts must not hold the threads healthy nodes need: 2, 4, then 8 intervals apart at most; a look that
+    works puts the node back on its cadence."""
+    agent = standin_agent(tmp_path / "agent")
+    node = _local_node("gpu-hung", agent)
+    now = timezone.now()
+    for failures, intervals in ((0, 1), (1, 2), (2, 4), (3, 8), (6, 8)):
+        NodeLoop.objects.update_or_create(node=node, defaults={"next_watch_at": now, "watch_failures": failures})
+        assert [n for n, _ in watch.nodes_due(now=now)] == [node.id]
+        assert NodeLoop.objects.get(node=node).next_watch_at == now + timedelta(seconds=60 * intervals), failures
+    (tmp_path / "agent" / "faults").write_text("no-such-fault\n")  # the stand-in dies: the look fails
+    sessions = watch.Sessions()
+    assert watch.look(node.id, sessions) is None
+    assert NodeLoop.objects.get(node=node).watch_failures == 7
+    (tmp_path / "agent" / "faults").write_text("")
+    assert watch.look(node.id, sessions) is not None
+    assert NodeLoop.objects.get(node=node).watch_failures == 0
+
+
+def test_a_clock_stepped_back_does_not_stop_the_looks(loop_settings, tmp_path):
+    """After a 600 s backward step every next look lay 600 s ahead: no node was claimed for 600 s."""
+    node = _local_node("gpu-clock", standin_agent(tmp_path / "agent"))
+    now = timezone.now()
+    assert [n for n, _ in watch.nodes_due(now=now + timedelta(seconds=600))] == [node.id]  # the clock, then
+    assert [n for n, _ in watch.nodes_due(now=now)] == [node.id]  # stepped back 600 s: looked at, not in 10 minutes
+    assert NodeLoop.objects.get(node=node).next_watch_at == now + timedelta(seconds=60)
+    assert watch.nodes_due(now=now + timedelta(seconds=1)) == []  # and on its cadence again

@@ -92,12 +92,45 @@ def test_a_drain_someone_else_set_is_left_alone(slurm, controller, gpu_node, adm
     assert HookDelivery.objects.get(kind="slurm_resume").status == "skipped"
 
 
+def test_a_drain_someone_else_set_before_a_quarantine_keeps_its_reason(slurm, controller, gpu_node, admin_user):
+    slurm.scontrol("update", "NodeName=gpu-fake-01", "State=DRAIN", "Reason=bios update")
+    decide(gpu_node, stored_run(gpu_node, failing_report("Xid 79")), "quarantined", admin_user)
+    state, reason = state_and_reason(slurm.show_node())
+    assert "DRAIN" in state.split("+") and reason == "bios update"
+    drain = HookDelivery.objects.get(kind="slurm_drain")  # out of the scheduler's hands: delivered, and whose
+    assert drain.status == "delivered" and drain.last_error.startswith("already drained by someone else")
+    assert "Reason=bios update" in drain.last_error
+
+    decide(gpu_node, stored_run(gpu_node, real_report()), "accepted", admin_user)
+    state, reason = state_and_reason(slurm.show_node())
+    assert "DRAIN" in state.split("+") and reason == "bios update"
+    resume = HookDelivery.objects.get(kind="slurm_resume")
+    assert resume.status == "skipped" and resume.last_error == "drained by someone else (Reason=bios update): left " \
+        "drained"
+
+
+def test_a_second_quarantine_replaces_cudaweb_s_own_reason(slurm, controller, gpu_node, admin_user):
+    decide(gpu_node, stored_run(gpu_node, failing_report("Xid 48")), "quarantined", admin_user)
+    decide(gpu_node, stored_run(gpu_node, failing_report("Xid 79")), "quarantined", admin_user)
+    _, reason = state_and_reason(slurm.show_node())
+    assert reason == "cudaweb: L1 driver.gpu_health [gpu_hardware]: Xid 79"
+    drains = HookDelivery.objects.filter(kind="slurm_drain")
+    assert [(d.status, d.last_error) for d in drains] == [("delivered", "")] * 2
+
+
+def test_acceptance_of_a_node_not_drained_resumes_nothing(slurm, controller, gpu_node, admin_user):
+    decide(gpu_node, stored_run(gpu_node, real_report()), "accepted", admin_user)
+    resume = HookDelivery.objects.get(kind="slurm_resume")
+    assert resume.status == "skipped" and resume.last_error.startswith("not drained (State=")
+
+
 def test_an_unknown_slurm_node_fails_after_bounded_tries(slurm, controller, admin_user, settings):
     settings.CUDAWEB_HOOK_TRIES = 2
     node = Node.objects.create(name="not-in-slurm", transport=Node.Transport.LOCAL)
     decide(node, stored_run(node, failing_report("Xid 48")), "quarantined", admin_user)
     drain = HookDelivery.objects.get(kind="slurm_drain")
-    assert drain.status == "failed" and drain.attempts == 2 and "Invalid node name" in drain.last_error
+    # the drain first reads the node's state and reason: Slurm's answer for a node it does not know
+    assert drain.status == "failed" and drain.attempts == 2 and "not-in-slurm not found" in drain.last_error
 
 
 def test_the_drain_reason_names_the_check_and_its_playbook(admin_user, settings, eager_celery):
