@@ -14,3 +14,9 @@ class HealthConfig(AppConfig):
         run_finished.connect(remediation.on_run_finished, dispatch_uid="health.run_finished")
         # a scheduled or operator's run's hardware findings are a look's (one node, one operational state)
         run_finished.connect(ingest.on_run_finished, dispatch_uid="health.run_findings")
+        # an operator's quarantine (onboarding) is the loop's quarantine too, and their acceptance releases it
+        from cudaweb.health import services
+        from cudaweb.nodes.signals import node_accepted, node_quarantined
+
+        node_quarantined.connect(services.on_node_quarantined, dispatch_uid="health.node_quarantined")
+        node_accepted.connect(services.on_node_accepted, dispatch_uid="health.node_accepted")

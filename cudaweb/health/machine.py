@@ -42,6 +42,9 @@ REMEDIATE = "remediate"      # an operator's click: take this rung
 OUTCOME = "outcome"          # a rung ended (action, outcome)
 MARK_HEALTHY = "mark_healthy"
 SEND_RMA = "send_rma"
+HOLD = "hold"                # an operator quarantined the node (onboarding): the loop's quarantine too, no rung
+RELEASE = "release"          # an operator accepted a node held so: ready, its resume made by the acceptance
+OPERATOR_HOLD = "operator_hold"  # the root cause of a node an operator holds: the ladder is never taken for it
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,14 @@ def step(loop, stimulus):
             return NOTHING
         return _go(loop, RMA, "sent to RMA by an operator",
                    effects=(BUNDLE,) if state in DRAINED else (DRAIN, BUNDLE))
+    if kind == HOLD:
+        if state in IN_RUNG | {QUARANTINED, RMA}:
+            return NOTHING  # held already (drained), or in a rung that ends on its own; the operator's drain is made
+        return _go(loop, QUARANTINED, "quarantined by an operator", root_cause=OPERATOR_HOLD, rung=0)
+    if kind == RELEASE:
+        if state != QUARANTINED or loop.root_cause != OPERATOR_HOLD:
+            return NOTHING
+        return _go(loop, READY, "accepted by an operator", root_cause="", rung=0)
     if state == READY:
         if kind == FINDING and stimulus.signature:
             return _go(loop, SUSPECT, "%s seen" % stimulus.signature, root_cause=stimulus.signature, rung=0)
@@ -145,6 +156,8 @@ def step(loop, stimulus):
     if state == QUARANTINED:
         # on its own: once when quarantined, then at each look (a reset refused while a process held the GPU)
         if kind in (ADVANCE, LOOK, FINDING) and loop.auto:
+            if loop.root_cause == OPERATOR_HOLD:
+                return Decision(waiting="quarantined by an operator: no rung until an operator decides")
             if loop.retry_wait:
                 return Decision(waiting=loop.retry_wait)
             return _rung(loop, loop.rung, "the ladder's rung %d" % (loop.rung + 1))

@@ -21,6 +21,7 @@ from cudaweb.nodes.selectors import nodes_with_label
 
 log = logging.getLogger(__name__)
 LOOP = "loop"
+ACCEPTANCE = "acceptance"  # an operator's accept / quarantine decision at onboarding, told by nodes.signals
 
 
 def loop_of(node):
@@ -95,7 +96,9 @@ def _held_nodes(now, since=None):
     window = now - timedelta(seconds=settings.CUDAWEB_BREAKER_WINDOW_S)
     if since is not None and since > window:
         window = since
-    held = set(NodeLoop.objects.filter(state__in=machine.DRAINED).values_list("node_id", flat=True))
+    # (a node an operator quarantined is theirs, not the loop's: it takes no place under the limits)
+    held = set(NodeLoop.objects.filter(state__in=machine.DRAINED).exclude(root_cause=machine.OPERATOR_HOLD)
+               .values_list("node_id", flat=True))
     # the loop's drains within the window: to quarantine, and straight to rma (a repeated cause) as well
     held |= set(Transition.objects.filter(shadow=False, from_state=machine.SUSPECT,
                                           to_state__in=(machine.QUARANTINED, machine.RMA), at__gte=window)
@@ -173,7 +176,8 @@ class RungRunning(ValueError):
     """An operator's decision while a rung runs on the node: decide once it has ended."""
 
 
-def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None, refuse_running=False):
+def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None, refuse_running=False,
+          why_note=""):
     """Apply `stimulus` to `node` under its policy. Returns the Transition made, or None (nothing changes, the
     breaker holds the node, or another worker moved it first). Policy off: nothing moves; record: the shadow state
     moves and nothing is done (no drain, no rung). A rung's end is the node's whatever the policy says now: the rung
@@ -218,6 +222,8 @@ def apply(node, stimulus, *, by=LOOP, actor=None, event=None, run=None, now=None
             elif decision.waiting and loop.retry_wait:
                 NodeLoop.objects.filter(node=node).update(waiting=decision.waiting[:300])
             return None
+        if why_note:
+            decision = replace(decision, why=("%s: %s" % (decision.why, " ".join(why_note.split())))[:500])
         return _transition(node, row, decision, shadow=shadow, by=by, actor=actor, event=event, run=run, now=now,
                            from_state=state)
 
@@ -272,7 +278,7 @@ def _transition(node, row, decision, *, shadow, by, actor, event, run, now, from
     if decision.action:
         actions.action_start(node=node, kind=decision.action, key="%s:%d" % (node.id, version), by=by,
                      gpu_uuid=_gpu_of(node, new.root_cause or row.root_cause), now=now)
-    if new.state != from_state:
+    if new.state != from_state and by != ACCEPTANCE:  # an acceptance decision has its own webhook
         hooks.loop_webhook(event="node_state", node=node, headline="is %s (was %s)" % (new.state, from_state),
                            cause=cause)
     if new.state == machine.QUARANTINED and from_state == machine.SUSPECT:
@@ -306,6 +312,19 @@ def operator_decide(*, node, user, verdict, reason, action=""):
         raise ValueError("nothing to do: the node is %s" % loop_of(node).state)
     Transition.objects.filter(id=transition.id).update(why=("%s: %s" % (transition.why, reason))[:500])
     return transition
+
+
+def on_node_quarantined(sender, node_id, note="", **kwargs):
+    """Receiver of nodes.signals.node_quarantined: an operator's quarantine is the loop's too (one node, one
+    quarantine: the loop neither takes a rung on it nor resumes it; the acceptance's own hooks drained it)."""
+    node = Node.objects.get(id=node_id)
+    apply(node, machine.Stimulus(machine.HOLD), by=ACCEPTANCE, why_note=note)
+
+
+def on_node_accepted(sender, node_id, note="", **kwargs):
+    """Receiver of nodes.signals.node_accepted: a node an operator held is released (its resume is the
+    acceptance's)."""
+    apply(Node.objects.get(id=node_id), machine.Stimulus(machine.RELEASE), by=ACCEPTANCE, why_note=note)
 
 
 def action_live(node):

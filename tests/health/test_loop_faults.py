@@ -370,3 +370,35 @@ def test_a_clock_stepped_forward_or_a_database_away_past_the_retries_never_sends
         assert remediation.actions_sweep(now=timezone.now() + timedelta(hours=1)) == (1, 0)
     assert LoopAction.objects.get(id=action.id).status == "aborted"
     assert _state(node) == machine.QUARANTINED and not Transition.objects.filter(node=node, to_state="rma").exists()
+
+
+def test_an_operators_quarantine_is_the_loops_quarantine_and_their_acceptance_releases_it(
+        loop_settings, act_policy, admin_user, django_capture_on_commit_callbacks):
+    """One node, one quarantine: an operator's quarantine at onboarding holds the node in the loop too (the page,
+    the API and /metrics say quarantined alike); the loop takes no rung on it, never resumes it, and the breaker
+    does not count it; the operator's acceptance makes it ready."""
+    from cudaweb.fleet.services import acceptance_decide
+    from tests.drift.helpers import real_report, stored_run
+
+    loop_settings.CUDAWEB_BREAKER_MAX_NODES = 1
+    loop_settings.CUDAWEB_BREAKER_MAX_PCT = 100
+    node = make_node("gpu-held")
+    run = stored_run(node, real_report())
+    with django_capture_on_commit_callbacks(execute=True):
+        acceptance_decide(node=node, run=run, decision="quarantined", user=admin_user, note="burn-in too hot")
+    loop = NodeLoop.objects.get(node=node)
+    assert (loop.state, loop.root_cause) == (machine.QUARANTINED, machine.OPERATOR_HOLD)
+    assert Node.objects.get(id=node.id).status == Node.Status.QUARANTINED
+    assert "burn-in too hot" in Transition.objects.get(node=node, to_state="quarantined").why
+    with django_capture_on_commit_callbacks(execute=True):
+        report_ingest(node, watch_report("xid79"))
+        report_ingest(node, watch_report())
+    assert _state(node) == machine.QUARANTINED and not LoopAction.objects.filter(node=node).exists()
+    other = make_node("gpu-other")  # the loop's one place under the limit is still free
+    report_ingest(other, watch_report("xid79"))
+    report_ingest(other, watch_report())
+    assert _state(other) == machine.QUARANTINED
+    with django_capture_on_commit_callbacks(execute=True):
+        acceptance_decide(node=node, run=run, decision="accepted", user=admin_user, note="fans replaced")
+    assert _state(node) == machine.READY
+    assert not HookDelivery.objects.filter(node=node, kind="slurm_resume", event="node_state").exists()

@@ -32,12 +32,13 @@ class Store:
         self.rung_of = {}      # key -> the ladder index it was taken at, or None when an operator asked for it
         self.escalated_by_us = []  # transitions an outcome of ours (aborted) made other than back to quarantined
         self.retaken = []      # (ladder index, rung) the loop took again after it failed for the same fault
+        self.held_rungs = []   # (key, whether the node was held by an operator when the rung was started)
 
     def apply(self, stimulus, *, blink=False, read_version=None):
         """One decision. `blink`: the transaction dies before its commit (nothing kept). `read_version`: the
         version the deciding worker read (an older one: another decision got there first)."""
         seen = self.version if read_version is None else read_version
-        operator = stimulus.kind in (m.REMEDIATE, m.MARK_HEALTHY, m.SEND_RMA)
+        operator = stimulus.kind in (m.REMEDIATE, m.MARK_HEALTHY, m.SEND_RMA, m.HOLD, m.RELEASE)
         if self.mode != "act" and not operator and stimulus.kind != m.OUTCOME:
             return None  # off: nothing moves; record: only the shadow state would (not modelled)
         decision = m.step(self.loop, stimulus)
@@ -59,13 +60,15 @@ class Store:
             self.escalated_by_us.append((self.loop.state, decision.loop.state))
         if decision.loop.state in (m.READY, m.RMA):
             self.failed = set()  # a new fault starts the ladder again
-        self.loop = decision.loop
+        before, self.loop = self.loop, decision.loop
         if decision.action:
             key = self.version
             assert key not in self.started
             assert self.live is None or self.started[self.live][1] == "ended", "two rungs in flight"
             self.started[key] = [decision.action, "pending"]
             self.rung_of[key] = None if stimulus.kind == m.REMEDIATE else decision.loop.rung
+            self.held_rungs.append((key, before.root_cause == m.OPERATOR_HOLD and before.state == m.QUARANTINED
+                                    and stimulus.kind in (m.ADVANCE, m.LOOK, m.FINDING)))
             if self.rung_of[key] is not None and self.rung_of[key] in self.failed:
                 self.retaken.append((self.rung_of[key], decision.action))
             self.live = key
@@ -107,6 +110,8 @@ STEP = st.one_of(
     st.tuples(st.just("redeliver"), st.sampled_from(m.OUTCOMES)),      # a stale outcome arrives again
     st.tuples(st.just("healthy"), st.none()),
     st.tuples(st.just("rma"), st.none()),
+    st.tuples(st.just("hold"), st.none()),                             # an operator's quarantine at onboarding
+    st.tuples(st.just("release"), st.none()),                          # their acceptance
     st.tuples(st.just("race"), st.sampled_from(SIGNATURES)),           # a decision made on an old version
 )
 
@@ -125,6 +130,8 @@ def _drive(store, steps, blinks):
             if store.live is not None and store.started[store.live][1] == "running":
                 continue  # operator_decide refuses while a rung runs: decide once it has ended
             stimulus = m.Stimulus(m.MARK_HEALTHY if kind == "healthy" else m.SEND_RMA)
+        elif kind in ("hold", "release"):
+            stimulus = m.Stimulus(m.HOLD if kind == "hold" else m.RELEASE)
         elif kind == "policy":
             store.mode = arg
             continue
@@ -159,6 +166,8 @@ def _drive(store, steps, blinks):
 @example(steps=[("finding", "xid_critical"), ("race", "xid_critical"), ("look", False), ("advance", None),
                 ("worker_dies", None), ("run", m.SUCCEEDED), ("healthy", None)],
          blinks=[True] * 40, ladder=(m.REVALIDATE, m.RESET), auto=True, breaker=True, limit=3)
+@example(steps=[("hold", None), ("look", False), ("advance", None), ("finding", "xid_critical")],
+         blinks=[False] * 40, ladder=(m.RESET,), auto=True, breaker=True, limit=2)
 @given(steps=st.lists(STEP, max_size=40), blinks=st.lists(st.booleans(), min_size=40, max_size=40),
        ladder=LADDERS, auto=st.booleans(), breaker=st.booleans(), limit=st.integers(1, 3))
 def test_no_transition_lost_and_no_rung_run_twice(steps, blinks, ladder, auto, breaker, limit):
@@ -184,7 +193,9 @@ def test_no_transition_lost_and_no_rung_run_twice(steps, blinks, ladder, auto, b
     # an open breaker never lets the loop drain a node (an operator's word still counts)
     if not breaker:
         assert not any(b == m.SUSPECT and a in m.DRAINED | {m.RMA} for (_, b, a), kind in zip(store.log, store.kinds)
-                       if kind not in (m.SEND_RMA, m.MARK_HEALTHY))
+                       if kind not in (m.SEND_RMA, m.MARK_HEALTHY, m.HOLD))
+    # the loop never takes a rung on a node an operator holds
+    assert not any(store.rung_of.get(key) is not None and hold for key, hold in store.held_rungs), store.log
     # a rung is in flight exactly in remediating / revalidating
     assert bool(store.loop.action) == (store.loop.state in m.IN_RUNG)
 
