@@ -25,3 +25,20 @@ class InputError(CommandError):
 
     def __init__(self, *args, returncode=EXIT_USAGE, **kwargs):
         super().__init__(*args, returncode=returncode, **kwargs)
+
+
+def acting_user(username, role):
+    """The user a command acts as (`--as USER`): an active user with `role`, as the page doing the same asks
+    (cudaweb/fleet/access.py); None without a name (the audit row then names the command only)."""
+    if not username:
+        return None
+    from django.contrib.auth import get_user_model
+
+    from cudaweb.accounts.roles import has_role
+
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise InputError("--as: no active user named %r" % username)
+    if not has_role(user, role):
+        raise InputError("--as: %s does not have the %s role this needs" % (username, role))
+    return user

@@ -327,6 +327,9 @@ CUDAWEB_REBOOT_TIMEOUT_S = env_int("CUDAWEB_REBOOT_TIMEOUT_S", 900)
 # A site whose nodes run no scheduler (no Slurm, no Kubernetes) says so: a reset or reboot then goes ahead without a
 # drain, but only while no process holds any GPU of the node. Otherwise no drain delivered, no reset or reboot.
 CUDAWEB_LOOP_NO_SCHEDULER = env_bool("CUDAWEB_LOOP_NO_SCHEDULER", False)
+# A reset or reboot waits this long for a drain still pending (queued with the quarantine a moment before) before it
+# ends busy.
+CUDAWEB_LOOP_DRAIN_WAIT_S = env_int("CUDAWEB_LOOP_DRAIN_WAIT_S", 30)
 
 # What one node may send (its own credential, cudaweb.nodes.report_credentials): reports a minute, findings a
 # report, events opened a day; closed events are pruned after the retention (beat, daily).

@@ -14,6 +14,8 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:%d/0" % free_port())
 os.environ.setdefault("CUDAWEB_AGENT_CACHE_DIR", "/tmp/cudaweb-test-agent-cache")
 os.environ.setdefault("CUDAWEB_PAIR_TIMEOUT_S", "10")  # a pair whose other end never comes fails sooner
 os.environ.setdefault("CUDAWEB_HOOK_BACKOFF_S", "0.5")
+# A rung answers busy at once for a drain still pending (tests/health/test_remediation_gates.py tests the wait)
+os.environ.setdefault("CUDAWEB_LOOP_DRAIN_WAIT_S", "0")
 # The tests' sshd listens on loopback, which the empty default refuses (cudaweb.nodes.addresses): allow every address.
 # Tests of the default set it back to "" (tests/nodes/test_addresses.py).
 os.environ.setdefault("CUDAWEB_ALLOWED_NETWORKS", "0.0.0.0/0,::/0")  # a worker started by the tests tries again soon

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Lowest first. An app may import the apps of lower levels only; apps on one level do not import each other.
 # common is no app: what several layers need (the database retry, the broker, queueing a task by name).
 LEVELS = (("common",), ("accounts",), ("nodes",), ("remote",), ("validation",), ("drift", "playbooks", "network"),
-          ("hooks",), ("health",), ("fleet", "api"))
+          ("hooks",), ("health",), ("fleet",), ("api",))
 AGENT_MAY_IMPORT = {"agents", "torch", "pynvml"}
 
 

@@ -51,6 +51,10 @@ ACTIONS = {
     "loop.breaker_opened": "circuit breaker opened",
     "loop.breaker_closed": "circuit breaker closed",
     "loop.bundle_downloaded": "rma evidence bundle (the loop's) downloaded",
+    "loop_policy.created": "loop policy of a label created (before / after)",
+    "loop_policy.changed": "loop policy of a label changed (before / after)",
+    "loop_policy.deleted": "loop policy of a label deleted (its last settings)",
+    "event.acknowledged": "health event acknowledged by an operator, with a note",
     # The token API (cudaweb/api): `manage.py api_token` issues and revokes.
     "token.issued": "API token issued",
     "token.revoked": "API token revoked",

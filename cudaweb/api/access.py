@@ -14,9 +14,11 @@ NODE = "node"  # a node's own credential (cudaweb.nodes.report_credentials), for
 RULES = {
     "api:api-root": {"GET": PUBLIC},  # django-ninja's mark of where the API starts: 404 to every method
     "api:openapi-json": {"GET": PUBLIC},
-    "api:nodes": {"GET": VIEWER},
-    "api:node": {"GET": VIEWER},
+    "api:nodes": {"GET": VIEWER, "POST": ADMIN},  # POST: add a node, as the add-node page (fleet_ops.py)
+    "api:node": {"GET": VIEWER, "PATCH": ADMIN, "DELETE": ADMIN},  # change or delete: an admin's, as the pages
     "api:node_validate": {"POST": OPERATOR},
+    "api:node_host_key_accept": {"POST": ADMIN},  # fleet:host_key_accept's role
+    "api:node_decision": {"POST": OPERATOR},  # fleet:onboard_decide's role
     "api:run": {"GET": VIEWER},
     "api:run_junit": {"GET": VIEWER},
     "api:triage": {"POST": VIEWER},
@@ -24,6 +26,8 @@ RULES = {
     "api:network_tests": {"POST": OPERATOR},
     "api:network_test": {"GET": VIEWER},
     "api:events": {"GET": VIEWER},
+    "api:event": {"GET": VIEWER},
+    "api:event_acknowledge": {"POST": OPERATOR},
     "api:node_watch_report": {"POST": NODE},  # the node-local health command, with the node's own credential
     "api:node_credential": {"POST": ADMIN, "DELETE": ADMIN},
 }

@@ -20,6 +20,7 @@ from cudaweb.api.services import token_user
 from cudaweb.drift.catalog import METRICS
 from cudaweb.health.metrics import LoopCollector
 from cudaweb.nodes.models import Node
+from cudaweb.nodes.states import STATES, state_key
 from cudaweb.playbooks.root_cause import runs_root_causes
 from cudaweb.validation import queue
 from cudaweb.validation.models import ValidationRun
@@ -76,8 +77,10 @@ class FleetCollector:
     """Reads the fleet per scrape (prometheus_client calls collect())."""
 
     def collect(self):
-        status = GaugeMetricFamily("cudaweb_node_status", "1 for the node's current status, 0 for the others",
-                                   labels=NODE_LABELS + ("status",))
+        # `status` takes the state keys the pages and the API's `state` use (cudaweb.nodes.states): a node no run
+        # has judged is key_to_accept or not_validated here too, never the stored new / ready.
+        status = GaugeMetricFamily("cudaweb_node_status", "1 for the node's current state (the fleet page's and the "
+                                   "API's word), 0 for the others", labels=NODE_LABELS + ("status",))
         verdict = GaugeMetricFamily("cudaweb_node_last_verdict", "1 for the agent's verdict of the node's last run "
                                     "(all 0 when that run has no report)", labels=NODE_LABELS + ("verdict",))
         validated = GaugeMetricFamily("cudaweb_node_last_validation_timestamp_seconds",
@@ -95,16 +98,18 @@ class FleetCollector:
                                        "days", labels=NODE_LABELS)
         flaky_counts = nodes_flaky()
 
-        rows = Node.objects.order_by("name").values("id", "name", "gpu_model", "labels", "status", "drifted",
-                                                    "metrics", "last_run_id", "last_run__status", "last_run__verdict",
-                                                    "last_run__finished", "last_run__drift")
+        rows = Node.objects.order_by("name").values("id", "name", "gpu_model", "labels", "status", "transport",
+                                                    "drifted", "metrics", "last_run_id", "last_run__status",
+                                                    "last_run__verdict", "last_run__finished", "last_run__drift")
         failing = []
         for row in rows.iterator(chunk_size=500):
             if row["last_run_id"] and row["last_run__status"] not in NO_ROOT_CAUSE:
                 failing.append((row["name"], row["last_run_id"]))
             labels = _node_labels(row)
-            for value in Node.Status.values:
-                status.add_metric(labels + [value], 1.0 if row["status"] == value else 0.0)
+            state = state_key(status=row["status"], judged=row["last_run_id"] is not None,
+                              local=row["transport"] == Node.Transport.LOCAL)
+            for value in STATES:
+                status.add_metric(labels + [value], 1.0 if state == value else 0.0)
             for value in VERDICTS:
                 verdict.add_metric(labels + [value], 1.0 if row["last_run__verdict"] == value else 0.0)
             if row["last_run__finished"] is not None:

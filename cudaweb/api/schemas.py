@@ -325,6 +325,10 @@ LoopState = Literal[tuple(machine.STATES)]
 class EventFilters(Schema):
     node: Text = Field("", description="a node's name")
     since: Optional[Moment] = Field(None, description="events seen at or after this moment (ISO 8601)")
+    state: Optional[Literal["open", "acknowledged", "closed"]] = Field(
+        None, description="open: still seen and nobody acknowledged it; acknowledged: still seen, an operator works "
+        "it; closed: no longer seen")
+    klass: Optional[Literal["hardware", "application", "observation"]] = Field(None, description="the event's class")
     limit: int = Field(100, ge=1, le=500)
 
 
@@ -343,6 +347,25 @@ class HealthEventOut(Schema):
     open: bool = Field(description="still seen at the latest look")
     summary: str
     evidence: str
+    acknowledged_at: Optional[datetime] = Field(description="when an operator acknowledged it; null: not yet")
+    acknowledged_by: str = Field(description="who acknowledged it (the user's name as it was); empty: nobody")
+    ack_note: str = Field(description="the acknowledgement's note")
+
+
+class EventPlaybook(Schema):
+    id: str
+    title: str
+
+
+class HealthEventDetail(HealthEventOut):
+    node_state: LoopState = Field(description="the node's state in the loop now")
+    latest_run: Optional[UUID] = Field(description="the node's newest validation run")
+    playbook: Optional[EventPlaybook] = Field(description="the playbook the rules choose for the signature, if any")
+
+
+class AcknowledgeIn(Schema):
+    note: str = Field(min_length=1, max_length=1000, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
+                      description="what is being done about it")
 
 
 class EventList(Schema):

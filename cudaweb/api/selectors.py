@@ -3,7 +3,8 @@
 from django.conf import settings
 
 from cudaweb.accounts.selectors import audit_event_export, audit_events
-from cudaweb.health.selectors import events as loop_events
+from cudaweb.health.models import HealthEvent
+from cudaweb.health.selectors import event_detail, events_filtered
 from cudaweb.network.selectors import network_test_export
 from cudaweb.nodes.models import Node
 from cudaweb.nodes.states import node_state
@@ -104,14 +105,28 @@ def network_test_detail(test):
     return network_test_export(test)
 
 
-def health_events(*, node_name="", since=None, limit=100):
+def health_events(*, node_name="", since=None, state=None, klass=None, limit=100):
     node = None
     if node_name:
         node = Node.objects.filter(name=node_name).first()
         if node is None:
             return {"count": 0, "events": []}
-    rows = loop_events(node=node, since=since, limit=limit)
-    return {"count": len(rows), "events": [{
-        "id": e.id, "node": e.node.name, "gpu_uuid": e.gpu_uuid, "check": e.check_id, "signature": e.signature,
-        "severity": e.severity, "event_class": e.klass, "first_seen": e.first_seen, "last_seen": e.last_seen,
-        "count": e.count, "open": e.open, "summary": e.summary, "evidence": e.evidence} for e in rows]}
+    rows = list(events_filtered(node=node, since=since, state=state or "", klass=klass or "")[:limit])
+    return {"count": len(rows), "events": [health_event_out(e) for e in rows]}
+
+
+def health_event_out(e):
+    return {"id": e.id, "node": e.node.name, "gpu_uuid": e.gpu_uuid, "check": e.check_id, "signature": e.signature,
+            "severity": e.severity, "event_class": e.klass, "first_seen": e.first_seen, "last_seen": e.last_seen,
+            "count": e.count, "open": e.open, "summary": e.summary, "evidence": e.evidence,
+            "acknowledged_at": e.acknowledged_at, "acknowledged_by": e.acknowledged_by_name, "ack_note": e.ack_note}
+
+
+def health_event_detail(*, event_id):
+    """One event with its node's state, newest run and playbook, or None."""
+    event = HealthEvent.objects.select_related("node").filter(id=event_id).first()
+    if event is None:
+        return None
+    found = event_detail(event, cap=0)
+    return dict(health_event_out(event), node_state=found["loop"].state if found["loop"] else "ready",
+                latest_run=found["latest_run"].id if found["latest_run"] else None, playbook=found["playbook"])

@@ -17,12 +17,15 @@ from ninja.security import HttpBearer
 from cudaweb.accounts.roles import has_role
 from cudaweb.api import access, selectors
 from cudaweb.api.errors import error_response, json_detail
-from cudaweb.api.schemas import (AuditFilters, AuditList, Error, EventFilters, EventList, NetworkTestAccepted,
+from cudaweb.api.schemas import (AcknowledgeIn, AuditFilters, AuditList, Error, EventFilters, EventList,
+                                 HealthEventDetail, HealthEventOut, NetworkTestAccepted,
                                  NetworkTestIn, NetworkTestOut, NodeCredentialIssued, NodeCredentialRevoked, NodeDetail,
                                  NodeFilters, NodeList, RunAccepted, RunOut, TriageIn, TriageOut, ValidateIn,
                                  WatchReportAccepted)
 from cudaweb.api.services import token_user
 from cudaweb.health.ingest import ReportRefused, report_ingest
+from cudaweb.health.models import HealthEvent
+from cudaweb.health.services import event_acknowledge as event_acknowledge_service
 from cudaweb.health.services import loop_of
 from cudaweb.network.models import NetworkTest
 from cudaweb.network.services import network_test_request
@@ -249,11 +252,42 @@ def network_test(request, test_id: str):
 
 
 @api.get("/events/", response={200: EventList, **WITH_INPUT}, url_name="events", summary="Health events",
-         description="What the watch saw between validations, newest first: `node` (a name) and `since` (ISO 8601) "
-                     "select. An unknown node gives an empty list.")
+         description="What the watch saw between validations, newest first: `node` (a name), `since` (ISO 8601), "
+                     "`state` (open, acknowledged, closed) and `klass` (hardware, application, observation) select. "
+                     "An unknown node gives an empty list.")
 def events(request, filters: Query[EventFilters]):
     _known_query_only(request, EventFilters)
-    return selectors.health_events(node_name=filters.node, since=filters.since, limit=filters.limit)
+    return selectors.health_events(node_name=filters.node, since=filters.since, state=filters.state,
+                                   klass=filters.klass, limit=filters.limit)
+
+
+EventId = Path(..., ge=1, le=2**63 - 1, example=1)
+
+
+@api.get("/events/{event_id}/", response={200: HealthEventDetail, 404: Error, **WITH_INPUT}, url_name="event",
+         summary="A health event: its evidence, acknowledgement, node state, newest run and playbook")
+def event(request, event_id: int = EventId):
+    found = selectors.health_event_detail(event_id=event_id)
+    if found is None:
+        raise Http404("no event %s" % event_id)
+    return found
+
+
+@api.post("/events/{event_id}/acknowledge/", response={200: HealthEventOut, 404: Error, 409: Error, **WITH_INPUT},
+          url_name="event_acknowledge", summary="Acknowledge a health event, with a note (operator)",
+          description="An operator says someone works the fault; the note is required. 409: acknowledged already "
+                      "(the first acknowledgement is kept).")
+def event_acknowledge(request, body: AcknowledgeIn, event_id: int = EventId):
+    found = HealthEvent.objects.select_related("node").filter(id=event_id).first()
+    if found is None:
+        raise Http404("no event %s" % event_id)
+    if not " ".join(body.note.split()):
+        raise HttpError(400, "body.note: say what is being done about it")
+    try:
+        found = event_acknowledge_service(event=found, user=request.auth, note=body.note)
+    except ValueError as exc:
+        raise HttpError(409, str(exc))
+    return selectors.health_event_out(found)
 
 
 WATCH_REPORT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -334,3 +368,37 @@ def _uuid(text):
         return uuid.UUID(text)
     except ValueError:
         raise Http404("no such id %r" % text[:100])
+
+
+
+# Nodes added, changed and deleted (admin), a host key accepted, a decision (cudaweb/api/fleet_ops.py). The node
+# routes are here, beside the GETs of their paths: ninja answers one path from one router.
+from cudaweb.api import fleet_ops  # noqa: E402
+
+
+@api.post("/nodes/", response={201: fleet_ops.NodeWritten, **fleet_ops.ERRORS}, url_name="nodes",
+          summary="Add an SSH node (admin)",
+          description="The add-node page's service: the node rule applies (400 names the field), with a stored "
+                      "credential's name or a private key (stored encrypted); audited as node.created. 409: the name "
+                      "is taken. Accept its host key next (nodes/<name>/host-key/accept/).")
+def node_create(request, body: fleet_ops.NodeIn):
+    return fleet_ops.node_create(request, body)
+
+
+@api.patch("/nodes/{name}/", response={200: fleet_ops.NodeWritten, **fleet_ops.ERRORS}, url_name="node",
+           summary="Change an SSH node (admin)",
+           description="The edit page's service: address, port, username, python_path, labels; audited as "
+                       "node.changed with each old and new value. A new address or port drops the pinned host key "
+                       "(the node is new again), as on the page.")
+def node_change(request, body: fleet_ops.NodeChange, name: str = Path(..., example="gpu-0042")):
+    return fleet_ops.node_change(request, name, body)
+
+
+@api.delete("/nodes/{name}/", response={200: fleet_ops.NodeDeleted, **fleet_ops.ERRORS}, url_name="node",
+            summary="Delete a node (admin)",
+            description="Audited as node.deleted. 409: a run in progress, or acceptance records kept for it.")
+def node_delete(request, name: str = Path(..., example="gpu-0042")):
+    return fleet_ops.node_delete(request, name)
+
+
+api.add_router("", fleet_ops.router)

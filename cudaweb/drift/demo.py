@@ -4,6 +4,8 @@ software change part-way through their history, so fleet filters, drift and peer
 
 import json
 import random
+import re
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from cudaweb.drift.services import (
     drift_of, is_drifted, peers_refresh, run_summarize, software_diff, status_changes, thresholds,
 )
 from cudaweb.nodes.models import Node
+from cudaweb.validation.gpus import NVIDIA_UUID
 from cudaweb.validation.models import CheckResult, ValidationRun
 from cudaweb.validation.statuses import node_status_of, run_status_of
 
@@ -29,6 +32,31 @@ def load_templates():
     import json
 
     return [json.loads((REAL_REPORTS / name).read_text()) for name in TEMPLATES if (REAL_REPORTS / name).exists()]
+
+
+REPORT_HOSTNAME = re.compile(r"^vm(?=:)", re.M)  # the real reports' host: NCCL's log lines start "vm:<pid>:<tid>"
+
+
+def _own_host(template, *, hostname, seed):
+    """A copy of the template as its own host would send it: its hostname, and GPU UUIDs of NVIDIA's form drawn
+    from `seed` (the real reports' UUIDs are one host's: fifty nodes replaying them would list each other's GPUs and
+    make /metrics' per-GPU series and the README's joins on UUID many-to-many)."""
+    rng = random.Random(seed)
+    renamed = {}
+
+    def fresh(match):
+        key = match.group(0).lower()
+        if key not in renamed:
+            renamed[key] = "GPU-%s" % uuid.UUID(int=rng.getrandbits(128), version=4)
+        return renamed[key]
+
+    report = _copy_report(template)
+    report["host"] = dict(template.get("host") or {}, hostname=hostname)
+    for check in report["checks"]:
+        for key in ("summary", "evidence"):
+            text = NVIDIA_UUID.sub(fresh, check[key] or "")
+            check[key] = REPORT_HOSTNAME.sub(hostname, text)
+    return report
 
 
 def _jitter(report, rng, scale):
@@ -106,15 +134,19 @@ def seed(*, nodes, runs_per_node, seed=0, prefix="demo", every_hours=24, stdout=
         template = templates[index % 10 % len(templates)] if index % 10 < 3 else templates[0]
         story = rng.choice(stories)
         turn = rng.randrange(max(1, runs_per_node // 2), max(2, runs_per_node))
+        name = "%s-gpu-%04d" % (prefix, index)
+        # Its own RNG, so the fleet's stories stay what this seed gave before; the prefix in it, so two demo fleets
+        # in one database do not share GPUs either.
+        own = _own_host(template, hostname=name, seed="%s:%s:%d" % (seed, prefix, index))
         with transaction.atomic():
             node = Node.objects.create(
-                name="%s-gpu-%04d" % (prefix, index), address="198.18.%d.%d" % (index // 250, index % 250 + 1),
+                name=name, address="198.18.%d.%d" % (index // 250, index % 250 + 1),
                 username="ops", transport=Node.Transport.SSH,
                 labels=["rack-%02d" % (index // 40), "pool-%s" % "ab"[index % 2]], status=Node.Status.NEW)
             runs, reports, whens, previous = [], [], [], None
             for step in range(runs_per_node):
                 scale = {"h2d_pinned_gbs": 0.6} if story == "degrading" and step >= turn else {}
-                report = _story_step(_jitter(_copy_report(template), rng, scale), story, step, turn)
+                report = _story_step(_jitter(_copy_report(own), rng, scale), story, step, turn)
                 latest = step == runs_per_node - 1
                 when = now - timedelta(hours=every_hours * (runs_per_node - step))
                 run = ValidationRun(

@@ -27,13 +27,16 @@ def node_charts(node):
 
 
 def compare_runs(run_a, run_b):
-    """Two runs side by side: checks whose status changed, software changes, metric deltas (b against a)."""
+    """Two runs side by side: checks whose status changed, checks only one of them has (another mode's, or one the
+    agent of that run did not know), software changes, metric deltas (b against a)."""
     statuses = {}
     for run_id, check_id, status in CheckResult.objects.filter(run__in=[run_a, run_b]).values_list(
             "run_id", "check_id", "status"):
         statuses.setdefault(check_id, {})[run_id] = status
     checks = [{"check": cid, "a": s.get(run_a.id, "-"), "b": s.get(run_b.id, "-")}
               for cid, s in sorted(statuses.items())]
-    return {"checks_changed": [c for c in checks if c["a"] != c["b"]], "checks_same": sum(
-        1 for c in checks if c["a"] == c["b"]), "software": software_diff(run_a.inventory, run_b.inventory),
+    both = [c for c in checks if c["a"] != "-" and c["b"] != "-"]
+    return {"checks_changed": [c for c in both if c["a"] != c["b"]], "checks_same": sum(
+        1 for c in both if c["a"] == c["b"]), "only_a": [c for c in checks if c["b"] == "-"],
+        "only_b": [c for c in checks if c["a"] == "-"], "software": software_diff(run_a.inventory, run_b.inventory),
         "inventory_keys": catalog.SOFTWARE_KEYS, "metrics": metric_rows(run_a.metrics, run_b.metrics, thresholds())}

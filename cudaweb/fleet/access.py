@@ -32,6 +32,12 @@ RULES = {
     "fleet:node_loop_decide": {"POST": OPERATOR},
     "fleet:breaker_close": {"POST": ADMIN},
     "fleet:rma_bundle": {"GET": OPERATOR},
+    "fleet:loop_policies": {"GET": ADMIN, "POST": ADMIN},  # the loop's policies per label: what it may do to nodes
+    "fleet:loop_policy_edit": {"GET": ADMIN, "POST": ADMIN},
+    "fleet:loop_policy_delete": {"POST": ADMIN},
+    "fleet:events": {"GET": VIEWER},
+    "fleet:event_detail": {"GET": VIEWER},
+    "fleet:event_acknowledge": {"POST": OPERATOR},
     # Onboarding: everyone may follow it; validating and deciding are an operator's
     "fleet:node_onboard": {"GET": VIEWER},
     "fleet:onboard_validate": {"POST": OPERATOR},

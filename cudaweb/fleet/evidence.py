@@ -1,5 +1,6 @@
 """The RMA evidence bundle of an acceptance or quarantine decision: one zip with the record (JSON, its digest), the
-node's recent history (JSON) and the burn-in series as CSV, for a vendor ticket."""
+node's recent history (JSON) and the burn-in series as CSV where there are any (bundle_holds says which), for a
+vendor ticket."""
 
 import hashlib
 import io
@@ -43,8 +44,8 @@ def _history(node, now):
 
 def rma_bundle(record, *, now=None):
     """(file name, zip bytes): record.json (the record as exported, with its digest), history.json (the node's
-    recent runs, its flaky count), burnin-series.csv (the record's run) and series/<run>.csv for the recent burn-in
-    runs, and MANIFEST.json with each file's sha256."""
+    recent runs, its flaky count), burnin-series.csv (the record's run, when it has a series) and series/<run>.csv for
+    the recent burn-in runs that have one, and MANIFEST.json with each file's sha256."""
     now = now or timezone.now()
     node = record.node
     runs, history = _history(node, now)
@@ -54,6 +55,16 @@ def rma_bundle(record, *, now=None):
                                     "flaky": node_flakiness(node, now=now), "runs": history},
                                    indent=2, sort_keys=True, default=str),
     }
+    files.update(_series_files(record, runs))
+    manifest = {"node": node.name, "record": str(record.id), "decision": record.decision,
+                "rests_on": record_rests_on(record), "made": now.isoformat()}
+    return "evidence-%s-%s.zip" % (node.name, record.id), _zipped(manifest, files)
+
+
+def _series_files(record, runs):
+    """{name: CSV}: burnin-series.csv when the record's run has a sustained-load series, series/<run>.csv for each
+    of the SERIES_RUNS newest other burn-in runs of `runs` that has one."""
+    files = {}
     own = burnin.report_series((record.evidence or {}).get("report"))
     if own:
         files["burnin-series.csv"] = burnin.series_csv(own)
@@ -62,9 +73,28 @@ def rma_bundle(record, *, now=None):
         samples = burnin.report_series(run.report)
         if samples:
             files["series/%s.csv" % run.id] = burnin.series_csv(samples)
-    manifest = {"node": node.name, "record": str(record.id), "decision": record.decision,
-                "rests_on": record_rests_on(record), "made": now.isoformat()}
-    return "evidence-%s-%s.zip" % (node.name, record.id), _zipped(manifest, files)
+    return files
+
+
+def bundle_holds(record, *, now=None):
+    """What rma_bundle(record) holds, in words, for the link to it: a run without burn-in has no series, and the
+    link must not promise one."""
+    now = now or timezone.now()
+    runs = list(ValidationRun.objects.filter(node=record.node, created__gte=now - timedelta(days=HISTORY_DAYS))
+                .only("id", "mode").order_by("-created")[:HISTORY_RUNS])  # the runs _history puts in the bundle
+    series = _series_files(record, runs)
+    parts = ["this record", "the node's last %d days" % HISTORY_DAYS]
+    if "burnin-series.csv" in series:
+        parts.append("this run's burn-in series as CSV")
+    earlier = len(series) - ("burnin-series.csv" in series)
+    if earlier:
+        parts.append("the series of %d earlier burn-in run%s as CSV" % (earlier, "" if earlier == 1 else "s"))
+    holds = ", ".join(parts)
+    if "burnin-series.csv" not in series:
+        rests_on = record_rests_on(record)
+        holds += ("; no burn-in series: its report has none" if rests_on.startswith("full + burn-in")
+                  else "; no burn-in series: a %s run has none" % (rests_on or "non-burn-in"))
+    return holds
 
 
 def _zipped(manifest, files):

@@ -55,8 +55,13 @@ class NodeForm(forms.Form):
                                help_text="or: a key file in the worker host's key directory (CUDAWEB_KEY_DIR)")
     credential = forms.ModelChoiceField(queryset=SSHCredential.objects.order_by("name"), required=False,
                                         help_text="or: a credential already stored")
-    python_path = forms.CharField(initial="python3", max_length=500,
-                                  help_text="interpreter on the node that has torch")
+    # Asked, not guessed: a node's python3 is most often the system's, without torch (the run then fails at
+    # torch.import); the interpreter is the one the jobs use, a venv or conda env.
+    python_path = forms.CharField(
+        max_length=500, label="Python with torch",
+        widget=forms.TextInput(attrs={"placeholder": "/opt/venv/bin/python"}),
+        help_text="full path of the interpreter on the node that jobs use and that imports torch (on the node: "
+                  "<path> -c 'import torch'); a node's plain python3 is often the system's, without torch")
     labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
 
     def clean_name(self):
@@ -99,7 +104,7 @@ class NodeEditForm(forms.Form):
     """An SSH node's way in, changed by an admin: the add-node rule (validators) for each field."""
     address = forms.CharField(max_length=255)
     port = forms.IntegerField(min_value=1, max_value=65535)
-    username = forms.CharField(max_length=64, label="user")
+    username = forms.CharField(max_length=64)
     python_path = forms.CharField(max_length=500, help_text="interpreter on the node that has torch")
     labels = forms.CharField(required=False, max_length=4000, help_text="comma separated")
 
@@ -120,7 +125,7 @@ class BurninFields(forms.Form):
     burnin = forms.ChoiceField(choices=[(str(s), name) for s, name in burnin_mode.DURATIONS] + [("custom", "custom")],
                                initial=str(burnin_mode.DEFAULT_SECONDS), required=False, label="burn-in length")
     burnin_custom_s = forms.IntegerField(min_value=burnin_mode.MIN_SECONDS, max_value=burnin_mode.MAX_SECONDS,
-                                         required=False, label="custom burn-in (s)",
+                                         required=False, label="custom burn-in, seconds",
                                          widget=forms.NumberInput(attrs={"placeholder": "seconds", "size": 6}))
 
     def clean(self):

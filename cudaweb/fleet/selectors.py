@@ -252,3 +252,18 @@ def _nccl_note(pair):
     if pair.status != "pass":
         return "not measured: the pair failed"
     return "not run: no GPU that torch can use (gloo only)"
+
+
+def node_gpus(*, node):
+    """The node's GPUs as the latest run with a report read them: {"run", "count", "model"}; "run" is None when
+    no run has a report, "count" None when that report holds no GPU count (its agent could not list them)."""
+    run = (ValidationRun.objects.filter(node=node, report__isnull=False).exclude(report={})
+           .only("id", "created", "inventory").order_by("-created").first())
+    if run is None:
+        return {"run": None, "count": None, "model": ""}
+    inventory = run.inventory if isinstance(run.inventory, dict) else {}
+    count = inventory.get("gpu_count")
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+    model = inventory.get("gpu_model") if isinstance(inventory.get("gpu_model"), str) else ""
+    return {"run": run, "count": count, "model": model or node.gpu_model}
+

@@ -4,6 +4,7 @@ Who may open each one: cudaweb/fleet/access.py."""
 from django.urls import path
 
 from cudaweb.fleet.views import audit, fleet, loop, network, nodes, onboarding, playbooks, runs, schedules
+from cudaweb.fleet.views import events, policies
 
 fleet_patterns = ([
     path("", fleet.node_list, name="node_list"),
@@ -22,6 +23,12 @@ fleet_patterns = ([
     path("nodes/<uuid:node_id>/loop/", loop.node_loop_decide, name="node_loop_decide"),
     path("loop/breaker/close/", loop.breaker_close, name="breaker_close"),
     path("loop/bundles/<int:bundle_id>.zip", loop.rma_bundle, name="rma_bundle"),
+    path("loop/policies/", policies.loop_policies, name="loop_policies"),
+    path("loop/policies/<int:policy_id>/", policies.loop_policy_edit, name="loop_policy_edit"),
+    path("loop/policies/<int:policy_id>/delete/", policies.loop_policy_delete, name="loop_policy_delete"),
+    path("events/", events.event_list, name="events"),
+    path("events/<int:event_id>/", events.event_detail, name="event_detail"),
+    path("events/<int:event_id>/acknowledge/", events.event_acknowledge, name="event_acknowledge"),
     path("acceptance/<uuid:record_id>/", onboarding.acceptance_detail, name="acceptance_detail"),
     path("acceptance/<uuid:record_id>.json", onboarding.acceptance_json, name="acceptance_json"),
     path("acceptance/<uuid:record_id>/evidence.zip", onboarding.acceptance_bundle, name="acceptance_bundle"),

@@ -101,5 +101,10 @@ def run_waterfall(*, report, steps=None):
                 rows.append({"label": str(task.get("task", ""))[:60], "kind": "task",
                              "start": offset + _number(task["started_s"]), "seconds": _number(task["wall_s"]),
                              "bars": segments})
+    # The headline's figures, each one a row's or the axis's: the axis (queued to stored, or the agent's own span
+    # when the dashboard has no marks), the agent as the dashboard saw it (its process started to its report read:
+    # the "dashboard: the agent" row) and the agent's own clock (its report: the checks' end or its duration_s).
+    agent_s = next((s["gap_s"] for s in steps if s["step"] == "report_received" and s["gap_s"] is not None), None)
     return {"total_s": total, "rows": rows, "hidden": len(small), "dashboard": bool(steps),
+            "agent_s": agent_s, "report_s": agent_total if checks else None,
             "hidden_s": sum(_number(c["duration_s"]) for c in small)}

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from cudaweb.accounts.audit import AuditedAdmin
 from cudaweb.health.models import HealthEvent, LoopPolicy
 from cudaweb.health.policy import ladder_check
 
@@ -18,8 +19,9 @@ class LoopPolicyForm(forms.ModelForm):
 
 
 @admin.register(LoopPolicy)
-class LoopPolicyAdmin(admin.ModelAdmin):
+class LoopPolicyAdmin(AuditedAdmin, admin.ModelAdmin):
     form = LoopPolicyForm
+    audit_name = "loop_policy"  # the policies page records the same actions, with the settings before and after
     list_display = ("label", "priority", "mode", "ladder", "auto", "interval_s", "repeat_limit", "repeat_window_days")
 
 

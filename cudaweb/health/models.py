@@ -37,13 +37,23 @@ class HealthEvent(models.Model):
     last_seen = models.DateTimeField()
     count = models.PositiveIntegerField(default=1)
     open = models.BooleanField(default=True, help_text="still seen at the latest look")
+    # An operator's acknowledgement: someone works the fault (the note says what); the user's name is kept as a string
+    # so that it outlives the user.
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    acknowledged_by_name = models.CharField(max_length=150, blank=True)
+    ack_note = models.CharField(max_length=1000, blank=True)
 
     class Meta:
         ordering = ["-last_seen"]
         constraints = [models.UniqueConstraint(fields=["node", "gpu_uuid", "check_id", "signature"],
                                                condition=Q(open=True), name="health_event_one_open")]
         indexes = [models.Index(fields=["node", "-last_seen"], name="health_event_node_seen_idx"),
-                   models.Index(fields=["-last_seen"], name="health_event_seen_idx")]
+                   models.Index(fields=["-last_seen"], name="health_event_seen_idx"),
+                   # the events page and GET /api/v1/events/?state=open: the open events nobody acknowledged yet
+                   models.Index(fields=["-last_seen", "-id"], name="health_event_unacked_idx",
+                                condition=Q(open=True, acknowledged_at__isnull=True))]
 
     def __str__(self):
         return "%s %s %s" % (self.node_id, self.check_id, self.signature)

@@ -6,6 +6,7 @@ and a named outcome, which goes back to the state machine."""
 import logging
 import shlex
 import subprocess
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,6 +28,8 @@ Status = LoopAction.Status
 OUTCOME_OF = {Status.SUCCEEDED: machine.SUCCEEDED, Status.FAILED: machine.FAILED,
               Status.TIMED_OUT: machine.TIMED_OUT, Status.BUSY: machine.BUSY, Status.ABORTED: machine.ABORTED,
               Status.SKIPPED: machine.SKIPPED}
+DRAIN_POLL_S = 0.5
+_pause = time.sleep  # the drain wait's (tests stand in for the hooks' worker here)
 # A run that ended by the dashboard's own failure says nothing of the node: its rung is aborted, never failed
 OUR_FAILURES = (ValidationRun.Status.INTERRUPTED, ValidationRun.Status.DASHBOARD_ERROR)
 
@@ -119,6 +122,21 @@ def _out_of_service(node):
     return None, ""
 
 
+def _drained_in_time(node):
+    """_out_of_service, waiting up to CUDAWEB_LOOP_DRAIN_WAIT_S for drains still pending: the rung starts as the
+    quarantine queues its drain, and a drain is delivered a moment later (else every first reset ended busy and
+    waited a retry). A drain failed for good, or none on record, is answered at once."""
+    deadline = time.monotonic() + settings.CUDAWEB_LOOP_DRAIN_WAIT_S
+    while True:
+        status, why = _out_of_service(node)
+        pending = status == Status.BUSY and HookDelivery.objects.filter(
+            node=node, status=HookDelivery.Status.PENDING,
+            kind__in=[drain for drain, _, setting, _ in SCHEDULERS if getattr(settings, setting)]).exists()
+        if not pending or time.monotonic() >= deadline:
+            return status, why
+        _pause(DRAIN_POLL_S)
+
+
 def _gpu_processes(connected, smi):
     """[(gpu uuid, pid)] of the compute processes on the node, or raises _Refused."""
     held = connected.run_command(smi + ["--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"], timeout_s=30)
@@ -140,7 +158,7 @@ def _reset(action):
     schedulers' hands, only for a GPU named by NVIDIA's UUID form that nvidia-smi lists on that node now (never an
     index or free text from a report), and only when no process holds it (with no scheduler: none holds any GPU)."""
     node = action.node
-    status, why = _out_of_service(node)
+    status, why = _drained_in_time(node)
     if status not in (None, "idle"):
         return status, why
     if not GPU_UUID.match(action.gpu_uuid or ""):
@@ -181,7 +199,7 @@ def _reboot(action):
     if not template:
         return Status.FAILED, "no reboot command is configured (CUDAWEB_REBOOT_COMMAND)"
     node = action.node
-    status, why = _out_of_service(node)
+    status, why = _drained_in_time(node)
     if status not in (None, "idle"):
         return status, why
     if status == "idle":

@@ -340,3 +340,75 @@ def bundle_attach(*, transition, name, data):
     bundle, _ = RmaBundle.objects.get_or_create(transition=transition, defaults={
         "name": name, "data": data, "sha256": hashlib.sha256(data).hexdigest(), "made": timezone.now()})
     return bundle
+
+
+# ------------------------------------------------------------------------------- events and policies, by people
+
+def event_acknowledge(*, event, user, note):
+    """An operator acknowledges a health event (someone works it; the note says what). Raises ValueError for an
+    empty note or an event acknowledged already (its first acknowledgement is kept)."""
+    from cudaweb.health.models import HealthEvent
+
+    note = " ".join((note or "").replace("\x00", "").split())[:1000]
+    if not note:
+        raise ValueError("say what is being done about it (the note goes to the event and the audit log)")
+    now = timezone.now()
+    done = HealthEvent.objects.filter(id=event.id, acknowledged_at__isnull=True).update(
+        acknowledged_at=now, acknowledged_by=user, acknowledged_by_name=user.get_username(), ack_note=note)
+    if not done:
+        event.refresh_from_db()
+        raise ValueError("acknowledged already by %s at %s" % (
+            event.acknowledged_by_name or "someone", timezone.localtime(event.acknowledged_at).strftime(
+                "%Y-%m-%d %H:%M:%S") if event.acknowledged_at else "?"))
+    event.refresh_from_db()
+    audit.record("event.acknowledged", actor=user, obj=event.node, event=event.id, signature=event.signature,
+                 gpu_uuid=event.gpu_uuid, event_class=event.klass, note=note)
+    return event
+
+
+POLICY_FIELDS = ("label", "priority", "mode", "ladder", "auto", "interval_s", "repeat_limit", "repeat_window_days",
+                 "no_scheduler")
+
+
+def loop_policy_snapshot(policy):
+    """A LoopPolicy's settings as JSON, for the audit log's before / after."""
+    return {name: list(getattr(policy, name)) if name == "ladder" else getattr(policy, name) for name in POLICY_FIELDS}
+
+
+def loop_policy_save(*, user, policy=None, **fields):
+    """An admin creates (policy None) or changes a label's LoopPolicy; the ladder is checked (ladder_check raises
+    ValueError), and the change goes to the audit log with the settings before and after. Returns the policy."""
+    from cudaweb.health.models import LoopPolicy
+    from cudaweb.health.policy import ladder_check
+
+    unknown = set(fields) - set(POLICY_FIELDS)
+    if unknown:
+        raise ValueError("unknown field(s) %s" % ", ".join(sorted(unknown)))
+    if "ladder" in fields:
+        fields["ladder"] = list(ladder_check(fields["ladder"]))
+    with transaction.atomic():
+        if policy is None:
+            policy = LoopPolicy.objects.create(**fields)
+            audit.record("loop_policy.created", actor=user, obj=policy, before=None,
+                         after=loop_policy_snapshot(policy))
+            return policy
+        policy = LoopPolicy.objects.select_for_update().get(id=policy.id)
+        before = loop_policy_snapshot(policy)
+        for name, value in fields.items():
+            setattr(policy, name, value)
+        policy.save()
+        after = loop_policy_snapshot(policy)
+        if after != before:
+            audit.record("loop_policy.changed", actor=user, obj=policy, before=before, after=after,
+                         fields=sorted(name for name in POLICY_FIELDS if before[name] != after[name]))
+    return policy
+
+
+def loop_policy_delete(*, user, policy):
+    """An admin deletes a label's LoopPolicy (its nodes fall back to the next label's policy or the defaults)."""
+    from cudaweb.accounts.audit import Snapshot
+
+    before, gone = loop_policy_snapshot(policy), Snapshot.of(policy)
+    with transaction.atomic():
+        policy.delete()
+        audit.record("loop_policy.deleted", actor=user, obj=gone, before=before, after=None)

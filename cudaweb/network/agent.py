@@ -8,7 +8,7 @@ from django.db import connection
 
 from cudaweb.remote import bundle
 from cudaweb.remote.connect import transport_for
-from cudaweb.remote.transports.base import TransportError
+from cudaweb.remote.transports.base import Cancelled, TransportError
 from cudaweb.validation.reports import ReportError, parse_report
 
 # The agent's signatures -> the failure a pair or an all-reduce names; the first found wins (the connecting side first).
@@ -41,8 +41,27 @@ def peer_check(report):
     return next((c for c in (report or {}).get("checks", []) if c["id"] == "comm.peer"), None)
 
 
-def end_run(node, args, budget_s, purpose):
-    """Run the agent with `args` on `node`, its interface named to gloo and NCCL: (report or None, error text)."""
+def never_started(report):
+    """Why an end's agent answered without starting its comm.peer check (skipped: a check it needs did not pass,
+    e.g. torch.import on a Python without torch), with the blocking check's own summary; None when it started (or
+    printed no report: that is the transport's error)."""
+    if report is None:
+        return None
+    check = peer_check(report)
+    if check is None:
+        return "its report has no comm.peer check"
+    if check["status"] != "skip":
+        return None
+    reason = check.get("summary") or "comm.peer was skipped"
+    blocker = next((c for c in report.get("checks", []) if c["id"] == check.get("blocked_by")), None)
+    if blocker is not None and blocker.get("summary"):
+        reason += " (%s: %s)" % (blocker["id"], blocker["summary"])
+    return reason
+
+
+def end_run(node, args, budget_s, purpose, stop=None):
+    """Run the agent with `args` on `node`, its interface named to gloo and NCCL: (report or None, error text).
+    Once `stop` (a threading.Event) is set, the agent is ended and the error text says why."""
     env = dict(node.agent_env() or {})
     if node.network_interface:
         env.update(GLOO_SOCKET_IFNAME=node.network_interface, NCCL_SOCKET_IFNAME=node.network_interface)
@@ -50,7 +69,10 @@ def end_run(node, args, budget_s, purpose):
         payload, digest = bundle.build()
         with transport_for(node, purpose=purpose) as transport:
             path = transport.upload_agent(payload, digest)
-            result = transport.run_agent(node.python_path, path, args, budget_s, env=env or None)
+            if stop is not None and stop.is_set():
+                raise Cancelled("stopped before it started: %s" % stop.reason)
+            result = transport.run_agent(node.python_path, path, args, budget_s, env=env or None,
+                                         **({"stop": stop} if stop is not None else {}))
         return parse_report(result.stdout), ""
     except (TransportError, ReportError, ValueError) as exc:
         return None, "%s: %s" % (type(exc).__name__, exc)
@@ -67,12 +89,19 @@ def at_once(fn, calls):
         thread.join()
 
 
-def ends_run(ends, *, budget_s):
-    """Every end {key: (node, args, purpose)} at once; {key: (report or None, error text)}."""
+def ends_run(ends, *, budget_s, stop_when=None):
+    """Every end {key: (node, args, purpose)} at once; {key: (report or None, error text)}. `stop_when(node,
+    result)` returns a reason to end the other ends now (one that cannot start leaves the rest waiting for it until
+    their peer timeout), or None."""
     results = {}
+    stop = threading.Event() if stop_when else None
 
     def one(key, node, args, purpose):
-        results[key] = end_run(node, args, budget_s, purpose)
+        results[key] = end_run(node, args, budget_s, purpose, stop)
+        reason = stop_when(node, results[key]) if stop_when else None
+        if reason and not stop.is_set():
+            stop.reason = reason
+            stop.set()
 
     at_once(one, [(key,) + end for key, end in ends.items()])
     return results

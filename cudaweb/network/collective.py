@@ -28,6 +28,9 @@ EVIDENCE_CAP = 4000
 # bench/allreduce_bisect.py measures it again (its healthy row); a cluster whose gloo reaches less than half of it
 # is judged slow and bisected.
 GLOO_LINE_SHARE = 0.112
+# A rank whose agent answered without starting the all-reduce (comm.peer skipped: no torch, a broken driver): the
+# others wait for it until their peer timeout and then blame the port. Named first, and the test is not bisected.
+NEVER_STARTED = "a rank never started"
 
 
 def expected_gbs(nodes, checks, backend):
@@ -49,8 +52,16 @@ def collective_outcome(nodes, results):
     """The fields of a CollectiveResult from every rank's result {name: (report or None, error text)}."""
     checks = [agent.peer_check(results[node.name][0]) for node in nodes]
     errors = ["%s: %s" % (node.name, results[node.name][1]) for node in nodes if results[node.name][1]]
+    unstarted = ["%s (rank %d) never started: %s" % (node.name, rank, agent.never_started(results[node.name][0]))
+                 for rank, node in enumerate(nodes) if agent.never_started(results[node.name][0])]
     failure, reason = "", ""
-    if errors:
+    if unstarted:  # the cause first; what the other ranks then saw (stopped, or their timeout) after it
+        others = ["%s (rank %d): %s" % (node.name, rank, results[node.name][1] or (check or {}).get("summary", ""))
+                  for rank, (node, check) in enumerate(zip(nodes, checks))
+                  if not agent.never_started(results[node.name][0]) and (results[node.name][1] or not check or
+                                                                           check["status"] != "pass")]
+        failure, reason = NEVER_STARTED, "; ".join(unstarted + (["then " + "; ".join(others)] if others else []))
+    elif errors:
         failure, reason = "node never came", "; ".join(errors)
     elif not all(c and c["status"] == "pass" for c in checks):
         signatures = [s for c in checks for s in ((c or {}).get("signatures") or [])]
@@ -79,10 +90,15 @@ def collective_run(*, test, round_number, nodes, slot, role):
     master, started, world = agent.master_of(nodes[0], slot), time.monotonic(), len(nodes)
     results = agent.ends_run({node.name: (node, agent.peer_args(master, "--world", str(world), "--rank", str(rank)),
                                           "network test all-reduce (rank %d of %d)" % (rank, world))
-                              for rank, node in enumerate(nodes)}, budget_s=AGENT_BUDGET_S)
+                              for rank, node in enumerate(nodes)}, budget_s=AGENT_BUDGET_S, stop_when=_unstarted)
     fields = collective_outcome(nodes, results)
     return CollectiveResult.objects.create(test=test, round=round_number, members=[n.name for n in nodes], role=role,
                                            duration_s=round(time.monotonic() - started, 2), **fields)
+
+
+def _unstarted(node, result):
+    """The reason to stop the other ranks at once: this one answered without starting (they would wait for it)."""
+    return "%s never started" % node.name if agent.never_started(result[0]) else None
 
 
 def _mark_slow(result):
@@ -125,7 +141,11 @@ def _figures(result):
 def allreduce_execute(*, test, nodes):
     """Round 0 over all nodes; bisection when it is slow or fails. Returns (summary, suspects, rounds)."""
     (full,) = _round(test, 0, [(nodes, "all %d nodes" % len(nodes))])
-    head = "all-reduce over %d nodes: %s" % (len(nodes), full.failure or _figures(full))
+    if full.failure == NEVER_STARTED:  # nothing was measured: bisecting would blame ports and pairs for it
+        return "all-reduce over %d nodes failed: %s; not bisected (a rank that cannot start says nothing of the " \
+               "network)" % (len(nodes), full.reason), [], 1
+    head = "all-reduce over %d nodes%s: %s" % (len(nodes), " failed" if full.status == CollectiveResult.Status.FAIL
+                                               else "", full.failure or _figures(full))
     if not bisection.below_expectation(full):
         return head + "; as fast as %s" % ("gloo should be over the slowest link" if full.backend == "gloo" else
                                            "the slowest link allows"), [], 1
@@ -136,7 +156,8 @@ def allreduce_execute(*, test, nodes):
         return _round(test, number, [([by_name[name] for name in members], role) for members, role in units])
 
     suspects, verdict, rounds, _ = bisection.bisect([node.name for node in nodes], run, mark=_mark_slow)
-    return "%s; bisected in %d more round(s): %s" % (head, rounds, verdict), suspects, rounds + 1
+    return "%s; bisected in %d more round%s: %s" % (head, rounds, "" if rounds == 1 else "s", verdict), suspects, \
+        rounds + 1
 
 
 def network_test_allreduce(*, test):
@@ -144,7 +165,9 @@ def network_test_allreduce(*, test):
     nodes = list(test.nodes.order_by("name"))
     started = time.monotonic()
     summary, suspects, rounds = allreduce_execute(test=test, nodes=nodes)
-    summary += " (%d round(s), %.0f s)" % (rounds, time.monotonic() - started)
-    NetworkTest.objects.filter(id=test.id).update(status=NetworkTest.Status.DONE, finished=timezone.now(),
-                                                  summary=summary[:2000], suspects=suspects)
+    summary += " (%d round%s, %.0f s)" % (rounds, "" if rounds == 1 else "s", time.monotonic() - started)
+    failed = test.collectives.filter(round=0, status=CollectiveResult.Status.FAIL).exists()
+    NetworkTest.objects.filter(id=test.id).update(
+        status=NetworkTest.Status.FAILED if failed else NetworkTest.Status.DONE, finished=timezone.now(),
+        summary=summary[:2000], suspects=suspects)
     return summary

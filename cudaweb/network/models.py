@@ -16,6 +16,7 @@ class NetworkTest(models.Model):
         PENDING = "PENDING"
         RUNNING = "RUNNING"
         DONE = "DONE"
+        FAILED = "FAILED"  # the allreduce plan's collective over every node failed (the summary says why, cause first)
         DASHBOARD_ERROR = "DASHBOARD_ERROR"
 
     class Plan(models.TextChoices):

@@ -126,8 +126,9 @@ def network_test_execute(*, test_id):
         stored.extend(done)
     suspects = suspects_of(stored)
     failed = [p for p in stored if p.status == PairResult.Status.FAIL]
-    summary = "%d pair(s) in %d round(s): %d passed, %d failed%s" % (
-        len(stored), len(rounds), len(stored) - len(failed), len(failed),
+    summary = "%d pair%s in %d round%s: %d passed, %d failed%s" % (
+        len(stored), "" if len(stored) == 1 else "s", len(rounds), "" if len(rounds) == 1 else "s",
+        len(stored) - len(failed), len(failed),
         "; fails with every partner: %s" % ", ".join(suspects) if suspects else "")
     NetworkTest.objects.filter(id=test.id).update(status=NetworkTest.Status.DONE, finished=timezone.now(),
                                                   summary=summary, suspects=suspects)

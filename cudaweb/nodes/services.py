@@ -66,6 +66,27 @@ def node_edit(*, node, changed_by, **values):
     return node, changes
 
 
+class NodeInUse(Exception):
+    """The node cannot be deleted now: a run is live on it, or records that are kept name it."""
+
+
+def node_delete(*, node, deleted_by=None, via):
+    """Delete a node with its runs and events, audited as node.deleted (as the admin's delete is) with `via`.
+    NodeInUse while a run is live, or once an acceptance record names it (evidence that is kept: PROTECT)."""
+    from django.db.models import ProtectedError
+
+    if node.runs.filter(status__in=("PENDING", "RUNNING")).exists():  # the one-live-run rule's statuses
+        raise NodeInUse("node %s has a run in progress; delete it once the run has ended" % node.name)
+    gone = audit.Snapshot.of(node)
+    try:
+        with transaction.atomic():
+            node.delete()
+            audit.record("node.deleted", actor=deleted_by, obj=gone, via=via)
+    except ProtectedError:
+        raise NodeInUse("node %s has acceptance records (evidence that is kept); it cannot be deleted"
+                        % node.name) from None
+
+
 def node_register_local(*, name="localhost", python_path=None):
     """The dashboard's own host as a node (transport local), ready to validate with one click."""
     node, _ = Node.objects.get_or_create(
@@ -93,9 +114,10 @@ class HostKeyChanged(Exception):
     """The node's stored host key is no longer the one the operator was shown."""
 
 
-def host_key_accept(*, node, user, fingerprint=None):
+def host_key_accept(*, node, user, fingerprint=None, via=None):
     """Accept the node's host key; with `fingerprint`, only if the stored key is still that one (a worker may
-    have recorded another since the page was shown): one conditional update, no read-then-write race."""
+    have recorded another since the page was shown): one conditional update, no read-then-write race. `via` names
+    the way in other than the page (a command, the API, a known_hosts file) in the audit row."""
     now = timezone.now()
     keys = HostKey.objects.filter(node=node)
     if fingerprint is not None:
@@ -104,11 +126,50 @@ def host_key_accept(*, node, user, fingerprint=None):
         raise HostKeyChanged("the host key changed since the page was shown; review it again")
     host_key = HostKey.objects.get(node=node)
     audit.record("host_key.accepted", actor=user, obj=node, key_type=host_key.key_type,
-                 fingerprint=host_key.fingerprint_sha256)
+                 fingerprint=host_key.fingerprint_sha256, **({"via": via} if via else {}))
     if node.status == Node.Status.NEW:
         node.status = Node.Status.READY
         node.save(update_fields=["status"])
     return host_key
+
+
+def ssh_credential_store(*, name, private_key, created_by=None, via):
+    """A private key stored encrypted under `name` (a checked key: cudaweb.remote.connect.private_key_check), audited
+    as credential.created; the credential of that name when it holds this very key already. ValueError when the
+    name holds another key (a credential is never replaced from a command line)."""
+    existing = SSHCredential.objects.filter(name=name).first()
+    if existing is not None:
+        if existing.private_key_encrypted and existing.private_key_text() == private_key:
+            return existing
+        raise ValueError("a credential named %r exists with another key; choose another name" % name)
+    credential = SSHCredential(name=name, created_by=created_by)
+    credential.set_private_key(private_key)
+    credential.save()
+    audit.record("credential.created", actor=created_by, obj=credential, stored_key=True, key_path="", via=via)
+    return credential
+
+
+class HostKeyConflict(Exception):
+    """The node has another accepted host key than the one offered: nothing is replaced silently."""
+
+
+@transaction.atomic
+def host_key_pin(*, node, key_type, key_base64, fingerprint, user, via):
+    """Pin a host key the operator vouches for (a known_hosts file, ssh-keyscan output checked against their
+    fingerprints, a fingerprint given for the key the node presents) exactly as accepting it on the page pins it:
+    the node's one HostKey row, accepted by `user`, audited as host_key.accepted with `via`. Returns (host key,
+    True) when pinned now, (host key, False) when that very key was accepted already; raises HostKeyConflict when
+    another key is accepted (an admin deletes it first, or edits the node's address)."""
+    existing = HostKey.objects.select_for_update().filter(node=node).first()
+    if existing is not None and existing.accepted:
+        if (existing.key_type, existing.key_base64) == (key_type, key_base64):
+            return existing, False
+        raise HostKeyConflict("node %s has another accepted host key (%s %s); the one offered is %s %s: nothing "
+                              "was changed" % (node.name, existing.key_type, existing.fingerprint_sha256, key_type,
+                                               fingerprint))
+    HostKey.objects.update_or_create(node=node, defaults={"key_type": key_type, "key_base64": key_base64,
+                                                          "fingerprint_sha256": fingerprint})
+    return host_key_accept(node=node, user=user, fingerprint=fingerprint, via=via), True
 
 
 @transaction.atomic

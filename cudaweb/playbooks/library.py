@@ -13,7 +13,7 @@ CATEGORIES = (
     "driver_unreachable", "driver_runtime_mismatch", "torch_cpu_build", "device_access", "compute_mode_busy", "oom",
     "device_mismatch", "nccl_timeout", "nccl_network", "rendezvous", "amp_numerics", "gpu_hardware", "illegal_access",
     "performance", "cublas_cudnn", "cuda_fork", "ddp_unused_parameters", "checkpoint_device",
-    "deterministic_algorithms", "fabric",
+    "deterministic_algorithms", "fabric", "torch_missing",
 )
 REQUIRED = ("id", "title", "category", "severity", "summary", "symptoms", "causes", "diagnostics", "fixes", "match")
 

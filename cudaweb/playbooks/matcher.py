@@ -195,7 +195,9 @@ def triage(text="", signatures=(), metrics=None, exclude=(), similar=True):
     `similar=False` gives the rules' matches only, no fallback (an agent check's own evidence is not a log to
     compare with issue threads); `exclude` leaves labelled examples out of it by id (leave-one-out figures)."""
     text = text or ""
-    data = linear.utf8(text)  # encoded once; every pattern runs on these bytes
+    # CRLF (what a browser's form submits) becomes LF here, once for every source: `(?m)$` and the lines evidence
+    # shows would otherwise differ, and so would the similar examples, between the page and the CLI or the API.
+    data = linear.utf8(text).replace(b"\r\n", b"\n")  # encoded once; every pattern runs on these bytes
     books = list(load().values())
     hits = knowledge.load().hits(data)
     screen, patterns = library.screen()

@@ -201,7 +201,8 @@ def runs_reap(*, now=None):
                 pass  # ended below when the broker stays away
         if run.enqueue_count >= limit or held is None:
             counts["lost"] += run_finish(run=run, status=Status.INTERRUPTED, from_statuses=(Status.PENDING,),
-                                         reason="queued %d time(s) and never taken by a worker: the task queue lost "
-                                                "it (Redis restarted?), the workers holding it died, or no worker is "
-                                                "running" % run.enqueue_count)
+                                         reason="queued %d time%s and never taken by a worker: the task queue "
+                                                "lost it (Redis restarted?), the workers holding it died, or no "
+                                                "worker is running" % (run.enqueue_count,
+                                                                       "" if run.enqueue_count == 1 else "s"))
     return counts

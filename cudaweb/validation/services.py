@@ -409,7 +409,8 @@ def run_retry_figures(*, run, report, again, blocked, agent_args, budget, payloa
     counted = ["%d %s" % (kinds.count(kind), kind) for kind in (retries.FLAKY, retries.HARD, retries.UNCONFIRMED)
                if kinds.count(kind)]
     note.update(finished=timezone.now().isoformat(), error=error, first_verdict=report["verdict"],
-                summary="second attempt of %d check(s): %s" % (len(again), ", ".join(counted) or "none measured"),
+                summary="second attempt of %d check%s: %s" % (len(again), "" if len(again) == 1 else "s",
+                                                               ", ".join(counted) or "none measured"),
                 outcomes={cid: kind for cid, (kind, _) in outcomes.items()},
                 report=second)
     if error:

@@ -38,11 +38,11 @@ def test_make_run_refuses_an_admin_password_too_short_or_holding_the_name(django
     assert refused.value.returncode == 2 and not django_user_model.objects.filter(username="admin").exists()
 
 
-def test_the_admin_password_make_run_makes_up_passes_the_rules(django_user_model, monkeypatch):
+def test_the_admin_password_make_run_makes_up_passes_the_rules(django_user_model, monkeypatch, tmp_path):
     monkeypatch.delenv("CUDAWEB_ADMIN_PASSWORD", raising=False)
-    out = io.StringIO()
-    RunLocal(stdout=out)._ensure_admin()
-    password = re.search(r"password: (\S+) \(shown once\)", out.getvalue()).group(1)
+    monkeypatch.setattr("cudaweb.local_state.VAR_DIR", tmp_path)
+    notice = RunLocal(stdout=io.StringIO())._ensure_admin()  # printed once the server is up
+    password = re.search(r"password: (\S+) \(shown once\)", notice).group(1)
     admin = django_user_model.objects.get(username="admin")
     assert admin.check_password(password)
     validate_password(password, user=admin)

@@ -2,10 +2,14 @@
 a new API URL without a rule fails here, and so does one that does not enforce its rule."""
 
 import pytest
+from django.utils import timezone
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from cudaweb.accounts.roles import ROLES, has_role
 from cudaweb.api import access
+from cudaweb.fleet.models import AcceptanceRecord
+from cudaweb.health.models import HealthEvent
 from cudaweb.network.models import NetworkTest
 from cudaweb.nodes.models import Node
 from cudaweb.validation import queue
@@ -38,7 +42,7 @@ def test_every_api_url_has_a_rule_and_every_rule_a_url():
     assert sorted(set(URLS) - set(access.RULES)) == [], "add these URLs to cudaweb/api/access.py RULES"
     assert sorted(set(access.RULES) - set(URLS)) == [], "rules for API URLs that no longer exist"
     for name, rule in access.RULES.items():
-        assert rule and set(rule) <= {"GET", "POST", "DELETE"}, name
+        assert rule and set(rule) <= {"GET", "POST", "PATCH", "DELETE"}, name
         assert set(rule.values()) <= set(ROLES) | {access.PUBLIC, access.NODE}, name
 
 
@@ -49,10 +53,17 @@ def test_every_api_url_method_and_role(client, token_for, monkeypatch):
     node = Node.objects.create(name="matrix-node", transport=Node.Transport.LOCAL, labels=["matrix"])
     run = ValidationRun.objects.create(node=node, status=ValidationRun.Status.FAILED)
     test = NetworkTest.objects.create(plan=NetworkTest.Plan.MATRIX)
-    kwargs = {"name": node.name, "run_id": run.id, "test_id": test.id}
+    event = HealthEvent.objects.create(node=node, check_id="driver.xid", signature="gpu_fallen_off_bus",
+                                       severity="fail", klass="hardware", first_seen=timezone.now(),
+                                       last_seen=timezone.now())
+    kwargs = {"name": node.name, "run_id": run.id, "test_id": test.id, "event_id": event.id}
     tokens = {who: token_for(None if who == "no-role" else who) for who in WHO
               if who not in (None, "bad-token", "node")}
     tokens["bad-token"] = "cw_" + "x" * 43
+    # a decision kept on the node: an admin's DELETE of it answers 409 (the record is evidence), so the walk keeps it
+    AcceptanceRecord.objects.create(node=node, run=run, decision=AcceptanceRecord.Decision.QUARANTINED,
+                                    decided_by=_user_of(tokens["admin"]), decided_at=timezone.now(), evidence={},
+                                    digest="0" * 64)
     wrong = []
     for name, pattern in sorted(URLS.items()):
         url = reverse(name, kwargs={key: kwargs[key] for key in pattern.converters})

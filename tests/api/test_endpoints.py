@@ -196,7 +196,12 @@ def test_the_openapi_document_is_public_and_names_every_operation(client):
                                  "/api/v1/audit/",
                                  "/api/v1/network-tests/", "/api/v1/network-tests/{test_id}/",
                                  "/api/v1/nodes/{name}/watch-report/", "/api/v1/nodes/{name}/credential/",
-                                 "/api/v1/events/"}
+                                 "/api/v1/events/", "/api/v1/events/{event_id}/",
+                                 "/api/v1/events/{event_id}/acknowledge/",
+                                 "/api/v1/nodes/{name}/host-key/accept/", "/api/v1/nodes/{name}/decision/"}
+    # nodes are added, changed and deleted through the API too (admin), beside reading them
+    assert set(doc["paths"]["/api/v1/nodes/"]) == {"get", "post"}
+    assert set(doc["paths"]["/api/v1/nodes/{name}/"]) == {"get", "patch", "delete"}
     assert doc["components"]["securitySchemes"]["BearerToken"] == {"type": "http", "scheme": "bearer"}
     # a node's report takes its own credential, a scheme of its own: no user's token is offered there
     assert doc["paths"]["/api/v1/nodes/{name}/watch-report/"]["post"]["security"] == [{"NodeCredentialAuth": []}]

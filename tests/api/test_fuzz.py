@@ -18,6 +18,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from tests.drift.helpers import real_report, stored_run
 
 SEEN = {}  # operation -> Counter of the statuses it answered
+RULES_NO_SCHEMA_STATES = {"POST /api/v1/nodes/", "PATCH /api/v1/nodes/{name}/",
+                          "POST /api/v1/nodes/{name}/host-key/accept/"}
 EXAMPLES = 25  # per operation: the whole run stays within seconds
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())
 
@@ -50,6 +52,11 @@ def test_the_api_answers_every_generated_request_as_its_schema_says(case, admin_
     # The watch report's body is documented by its outline only; the whole schema is the agent's (schema.json, with
     # every figure's range: issue 35), so a body that fits the outline may still be refused, 400 with the field.
     excluded = [positive_data_acceptance] if case.operation.label.endswith("/watch-report/") else None
+    # A node's address must resolve inside CUDAWEB_ALLOWED_NETWORKS and a key must be one SSH reads (the node rule,
+    # cudaweb/nodes/validators.py; paramiko): no schema states either, so a body of the document's shape may be
+    # refused, 400 naming the field. Everything else about these operations is checked as for the others.
+    if case.operation.label in RULES_NO_SCHEMA_STATES:
+        excluded = [positive_data_acceptance]
     token = admin_token
     if case.operation.label.endswith("/watch-report/"):
         # a node's report takes that node's own credential: gpu-0042's, issued anew (the credential operation may
@@ -101,6 +108,7 @@ def test_every_operation_refuses_the_hostile_inputs_without_a_server_error(admin
         path = operation.full_path.replace("{name}", "gpu-0042")
         for name in ("{run_id}", "{test_id}"):
             path = path.replace(name, str(uuid.uuid4()))
+        path = path.replace("{event_id}", "1")
         extra = {"HTTP_AUTHORIZATION": "Bearer %s" % admin_token}
         for key, value in headers.items():
             extra["CONTENT_LENGTH" if key == "Content-Length" else "CONTENT_TYPE" if key == "Content-Type"

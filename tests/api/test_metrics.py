@@ -53,7 +53,8 @@ def test_per_node_series_runs_by_state_and_no_queue_depth_with_redis_down(client
     assert _value(samples, "cudaweb_node_h2d_pinned_gigabytes_per_second", **labels) > 0
     assert _value(samples, "cudaweb_node_drifted", **labels) == 1
     assert _value(samples, "cudaweb_node_drift", kind="baseline", metric="matmul_bf16_tflops", **labels) == 1
-    assert _value(samples, "cudaweb_node_status", node="gpu-new", status="new") == 1
+    # gpu-new is this host (local) and no run has judged it: the fleet page's and the API's word, not "new"
+    assert _value(samples, "cudaweb_node_status", node="gpu-new", status="not_validated") == 1
     assert _value(samples, "cudaweb_runs", state=node.last_run.status) == 2
     assert _value(samples, "cudaweb_runs", state="RUNNING") == 0
     assert _value(samples, "cudaweb_broker_up") == 0
@@ -129,3 +130,23 @@ def test_failing_nodes_have_their_root_cause_in_bounded_queries(client, token_fo
     assert set(info) == {"gpu-off"} | {"bad-%03d" % i for i in range(20)}  # gpu-ok passed: no series
     assert info["bad-007"] == {"node": "bad-007", "check": "driver.gpu_health", "playbook": "gpu_hardware"}
     assert info["gpu-off"] == {"node": "gpu-off", "check": "UNREACHABLE", "playbook": ""}
+
+
+def test_node_status_speaks_the_state_words_of_the_pages_and_the_api(client, token_for, broker_down):
+    """A node no run has judged is key_to_accept or not_validated on /metrics, as on the fleet page and in the API's
+    `state`, never the stored new / ready; every state the pages know is a value of the label."""
+    from cudaweb.nodes.states import STATES
+
+    Node.objects.create(name="gpu-key", address="10.0.0.1", username="ops", status=Node.Status.NEW)
+    Node.objects.create(name="gpu-accepted", address="10.0.0.2", username="ops", status=Node.Status.READY)
+    Node.objects.create(name="gpu-here", transport=Node.Transport.LOCAL, status=Node.Status.NEW)
+    stored_run(Node.objects.create(name="gpu-judged", transport=Node.Transport.LOCAL), real_report())
+    token = token_for("viewer")
+    samples = _samples(client.get("/metrics", **bearer(token)))
+    on_metrics = {dict(ls)["node"]: dict(ls)["status"] for (n, ls), v in samples.items()
+                  if n == "cudaweb_node_status" and v == 1}
+    api = client.get("/api/v1/nodes/", **bearer(token)).json()
+    assert on_metrics == {node["name"]: node["state"] for node in api["nodes"]}
+    assert on_metrics == {"gpu-key": "key_to_accept", "gpu-accepted": "not_validated", "gpu-here": "not_validated",
+                          "gpu-judged": Node.objects.get(name="gpu-judged").status}
+    assert {dict(ls)["status"] for (n, ls) in samples if n == "cudaweb_node_status"} == set(STATES)

@@ -7,15 +7,20 @@ in the light and the dark scheme, and the main pages are saved as screenshots in
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from django.urls import reverse
+
 from cudaweb.drift.demo import seed
+from cudaweb.fleet import access
 from cudaweb.nodes.models import Node
-from cudaweb.validation.models import ValidationRun
+from cudaweb.validation.models import CheckResult, ValidationRun
 from tests.drift.helpers import REAL, stored_run
+from tests.fleet.test_access import URLS, path_kwargs  # noqa: F401 (path_kwargs: a real object per path argument)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 CHROMIUM = "/usr/bin/chromium"
@@ -190,13 +195,13 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
     assert [r.status for r in runs] == ["AGENT_ERROR", "FAILED"]
     assert node.baseline_id == runs[1].id and node.acceptance_records.get().run_id == runs[1].id
 
-    # The run: the root cause card first, then the playbooks, the rest folded; "ran" for gloo, which did run
+    # The run: the root cause card first, then the playbooks, the rest folded; gloo did run: "skip", not counted
     page.goto(live_server.url + runs[1].get_absolute_url())
     assert page.inner_text("#root-cause").startswith("Root cause: driver.nvidia_smi")
     assert page.is_visible("#first-fix")
     page.click("#skips summary")
     gloo = page.inner_text("#skips tr:has-text('comm.gloo')")
-    assert "ran" in gloo and "not counted: driver.nvidia_smi failed" in gloo
+    assert "skip" in gloo and "not counted: driver.nvidia_smi failed" in gloo
     page.click("#skips summary")
     a11y.check(page, "run")
     _shot(page, "run")
@@ -213,7 +218,7 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
     page.click("#validate")
     _wait_live_then_done(page, "#run-live")
     panel = page.inner_text("#drift-panel")
-    assert "Compared with the node's baseline" in panel and "check(s) changed status" in panel
+    assert "Compared with the node's baseline" in panel and "changed status" in panel
     assert ValidationRun.objects.filter(node=node).count() == 3
     page.goto(live_server.url + node.get_absolute_url())
     assert "Root cause" in page.inner_text("#node-facts")
@@ -274,3 +279,78 @@ def test_an_operator_walks_the_dashboard_in_a_real_browser(browser, live_server,
         a11y.check(dark, name)
     assert a11y.blocking == [], "\n".join(a11y.blocking)
     assert len(a11y.pages) == 21
+
+
+# Pages the URL conf has that need more than their path's objects to show what they are for
+QUERIES = {"runs:batch": lambda kwargs: "?ids=%s,%s" % (kwargs["run_a"], kwargs["run_b"]),
+           "runs:compare_pick": lambda kwargs: "?cmp=%s&cmp=%s" % (kwargs["run_a"], kwargs["run_b"])}
+# Not a page: Django's own 404 for an unknown address, the local node's edit address (no edit there), an empty filter
+PLURAL_PLACEHOLDER = re.compile(r"[A-Za-z]\(s\)")  # "node(s)"; "creation (s)" is a unit, seconds
+EXTRA = (("not found", "/no/such/page/"), ("fleet, no match", "/?q=nothing-is-named-like-this"))
+
+
+def _without(text, quoted):
+    for words in quoted:
+        text = text.replace(words, "")
+    return text
+
+
+def _pages_of_the_url_conf(path_kwargs, ssh_node):
+    """(name, URL) of every page an admin may GET in the URL conf (tests/fleet/test_access.py walks the same), with
+    sample objects: a new URL is walked without a change here."""
+    for name, pattern in sorted(URLS.items()):
+        if "GET" not in access.RULES.get(name, {}):
+            continue  # POST only
+        kwargs = {key: path_kwargs[key] for key in pattern.converters}
+        if name == "fleet:node_edit":
+            kwargs["node_id"] = ssh_node.id  # the local node has no edit page (its address is a 404)
+        yield name, reverse(name, kwargs=kwargs) + QUERIES.get(name, lambda _: "")(path_kwargs)
+
+
+def test_every_page_passes_axe_in_the_light_and_the_dark_scheme(browser, live_server, admin_user, path_kwargs):
+    """Every page of the URL conf (and the not-found page, an empty filter), light then dark (the OS's choice,
+    emulated): no serious or critical axe violation, and no "(s)" where a plural belongs."""
+    seed(nodes=4, runs_per_node=3, seed=7)
+    ssh_node = Node.objects.create(name="gpu-edit", transport=Node.Transport.SSH, address="198.18.0.77",
+                                   username="ops")
+    local = Node.objects.get(name="matrix-node")
+    pages = list(_pages_of_the_url_conf(path_kwargs, ssh_node)) + list(EXTRA) + [
+        ("local node edit (not found)", reverse("fleet:node_edit", args=[local.id]))]
+    a11y, skipped, plural = Accessibility(), [], []
+    # the agent's own words (a check's summary, "2 GPU(s): NVIDIA H200") are quoted as the report has them
+    quoted = sorted({text for summary, evidence in CheckResult.objects.values_list("summary", "evidence")
+                     for text in [summary] + (evidence or "").splitlines() if "(s)" in text}, key=len, reverse=True)
+    page = _page(browser)
+    page.goto(live_server.url + "/login/")
+    a11y.check(page, "login")
+    _login(page, live_server.url)
+    shots = os.environ.get("CUDAWEB_WALK_SCREENSHOTS")
+    for name, url in pages:
+        answer = page.request.get(live_server.url + url)
+        kind = answer.headers.get("content-type", "")
+        if not kind.startswith("text/html"):
+            skipped.append("%s (%s)" % (name, kind.split(";")[0]))  # a download: a zip, CSV, JSON, evidence text
+            continue
+        assert answer.status in (200, 404), (name, url, answer.status)
+        if "<html" not in answer.text()[:300].lower():
+            skipped.append("%s (a live fragment of a page)" % name)  # polled into its page, which is walked
+            continue
+        page.goto(live_server.url + url)
+        if PLURAL_PLACEHOLDER.search(_without(page.inner_text("body"), quoted)):
+            plural.append(name)
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            a11y.check(page, "%s (%s)" % (name, scheme))
+            if shots:
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(Path(shots) / ("%s-%s.png" % (name.replace(":", "-").replace(" ", "_"),
+                                                                      scheme))), full_page=True)
+        page.emulate_media(color_scheme="light")
+    print("walked %d pages, %d axe runs; not pages: %s" % (len(pages) - len(skipped), len(a11y.pages),
+                                                          ", ".join(skipped)))
+    assert a11y.blocking == [], "\n".join(a11y.blocking)
+    assert plural == [], "pages with \"(s)\": %s" % plural
+    walked = {name.rsplit(" (", 1)[0] for name in a11y.pages}
+    assert {"fleet:node_edit", "runs:batch", "not found", "fleet:node_detail"} <= walked
+    assert not {"fleet:events", "fleet:loop_policies"} & set(URLS) or {"fleet:events", "fleet:loop_policies"} <= walked
+

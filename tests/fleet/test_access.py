@@ -4,12 +4,14 @@ without a rule fails here, and so does a view that does not enforce its rule."""
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from cudaweb.accounts.roles import ROLES, has_role
 from cudaweb.fleet import access
 from cudaweb.fleet.services import acceptance_decide
 from cudaweb.health import services as health_services
 from cudaweb.health.machine import SEND_RMA, Stimulus
+from cudaweb.health.models import HealthEvent, LoopPolicy
 from cudaweb.network.models import NetworkTest
 from cudaweb.nodes.models import Node
 from cudaweb.playbooks import library
@@ -49,7 +51,12 @@ def path_kwargs(admin_user):
     schedule = schedules.schedule_create(every_hours=6, mode="quick", label="matrix")
     sent = health_services.apply(node, Stimulus(SEND_RMA), by=admin_user.username, actor=admin_user)
     bundle = health_services.bundle_attach(transition=sent, name="evidence-matrix.zip", data=b"PK")
-    return {"bundle_id": bundle.id, "node_id": node.id, "run_id": second.id, "run_a": first.id, "run_b": second.id, "record_id": record.id,
+    policy = LoopPolicy.objects.create(label="matrix", mode="record")
+    event = HealthEvent.objects.create(node=node, check_id="driver.xid", signature="gpu_fallen_off_bus",
+                                       severity="fail", klass="hardware", first_seen=timezone.now(),
+                                       last_seen=timezone.now())
+    return {"policy_id": policy.id, "event_id": event.id,
+            "bundle_id": bundle.id, "node_id": node.id, "run_id": second.id, "run_a": first.id, "run_b": second.id, "record_id": record.id,
             "test_id": test.id, "schedule_id": schedule.id, "playbook_id": next(iter(library.load())),
             "check_id": "driver.xid"}
 

@@ -47,7 +47,7 @@ def test_fleet_page_filters_counts_and_layer_cells(operator_client):
     counts = page[page.index('id="status-counts"'):page.index("</div>", page.index('id="status-counts"'))]
     tiles = re.findall(r'<span class="n">(\d+)</span><span class="what">([^<]+)</span>', counts)
     # "fresh" is this host (local): no host key to accept; the tile names its state as its table badge does
-    assert tiles == [("3", "node(s)"), ("1", "Not validated"), ("1", "Passing"), ("1", "Failing")]
+    assert tiles == [("3", "nodes"), ("1", "Not validated"), ("1", "Passing"), ("1", "Failing")]
     assert ('<span class="cell-box tone-fail" title="L1: fail" aria-hidden="true">✕</span>'
             '<span class="sr-only">L1 fail') in page
     assert re.search(r'<span class="root-cause-cell" title="[^"]*">L1 driver.xid</span>', page)  # the root cause
@@ -97,7 +97,7 @@ def test_bulk_validation_by_label_shows_each_nodes_progress(operator_client):
     runs = ValidationRun.objects.filter(trigger=ValidationRun.Trigger.BULK)
     assert sorted(r.node.name for r in runs) == ["n0", "n1", "n2"]
     page = operator_client.get(response.url).content.decode()
-    assert "Validating 3 node(s)" in page and page.count(">PENDING<") == 3 and "data-poll-url" in page
+    assert "Validating 3 nodes" in page and page.count(">PENDING<") == 3 and "data-poll-url" in page
     ssh = Node.objects.create(name="untrusted", address="198.18.0.9", username="ops", transport="ssh")
     operator_client.post(reverse("fleet:nodes_validate"), {"nodes": [str(ssh.id), str(nodes[0].id)], "mode": "quick"})
     assert not ValidationRun.objects.filter(node=ssh).exists()  # no accepted host key: skipped, and said so

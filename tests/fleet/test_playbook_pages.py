@@ -92,7 +92,7 @@ def test_run_page_opens_with_the_root_cause_then_findings_and_folds_the_passes(o
     page = operator_client.get(reverse("runs:run_detail", args=[run.id])).content.decode()
     root = page[page.index('id="root-cause"'):page.index("</section>")]
     assert "Root cause: cuda.context" in root and "GPU busy or unavailable" in root and 'id="first-fix"' in root
-    assert "2 check(s) skipped because of it: cuda.matmul, train.resnet18" in root
+    assert "2 checks skipped because of it: cuda.matmul, train.resnet18" in root
     rest = page[page.index("</section>"):]
     # the warning's own playbook, then the failure above the root cause's layer, folded as a possible consequence;
     # then the skips and the passes, folded
@@ -102,3 +102,14 @@ def test_run_page_opens_with_the_root_cause_then_findings_and_folds_the_passes(o
     assert order == sorted(order)
     assert '<details class="card accent-skip playbook-card"' in rest  # the possible consequence is folded
     assert rest.count("Root cause") == 0 and page.count('id="playbook-') == 2  # one card per playbook
+
+
+def test_playbook_page_shows_each_pattern_as_the_text_written_not_as_python_bytes(operator_client):
+    from django.utils.html import escape
+
+    from cudaweb.playbooks import library
+
+    page = operator_client.get(reverse("playbooks:detail", args=["oom"])).content.decode()
+    assert "<code>b&#x27;" not in page and "<code>b'" not in page
+    for pattern in library.get("oom").patterns:
+        assert "<code>%s</code>" % escape(pattern.source) in page

@@ -61,7 +61,7 @@ def test_took_and_the_waterfall_say_what_each_counts(operator_client, node):
     text = page(operator_client, run)
     assert "in all (worker, connection and agent)" in text
     assert 'id="waterfall"' in text
-    assert "Where the agent's" in text and "of the run's 42.0 s in all" in text
+    assert "Where the agent's" in text and "of the run's 42.00 s from a worker's claim to its report stored" in text
 
 
 def test_a_failed_run_is_accepted_only_with_a_reason_shown_on_the_record(

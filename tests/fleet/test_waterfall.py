@@ -46,3 +46,25 @@ def test_the_layout_stays_inside_its_box_whatever_the_report_says():
     assert bars and all(0 <= bar["x"] <= WIDTH and 0 < bar["width"] <= WIDTH for bar in bars)
     assert all(len(row["label"]) <= 60 for row in layout["rows"])
     assert run_waterfall(report={"checks": "no"}) is None and run_waterfall(report=None) is None
+
+
+def test_the_headline_counts_what_its_rows_count(operator_client):
+    """The axis runs from the run's queueing to its report stored; the agent's share is the dashboard's row for it
+    and its own clock the report's: each figure in the headline is one the rows show, never the axis called the
+    agent's."""
+    from datetime import timedelta
+
+    run = stored_run(Node.objects.create(name="h200-marked", transport="local"), real_report(TIMED))
+    queued = run.finished - timedelta(seconds=10.7)
+    marks = {"transport_up": queued + timedelta(seconds=0.5), "agent_started": queued + timedelta(seconds=0.9),
+             "report_received": queued + timedelta(seconds=10.56)}
+    run.__class__.objects.filter(id=run.id).update(
+        enqueued=queued, started=queued + timedelta(seconds=0.2),
+        dashboard_timing={step: when.isoformat() for step, when in marks.items()})
+    section = _section(operator_client.get(reverse("runs:run_detail", args=[run.id])).content.decode())
+    headline = re.search(r'<summary id="waterfall-headline">(.*?)</summary>', section, re.S).group(1)
+    agent_row = re.search(r"<td>dashboard: the agent</td><td>[^<]*</td><td>([0-9.]+) s</td>", section).group(1)
+    assert agent_row == "9.66"
+    assert "the run's 10.70 s" in headline and "the agent 9.66 s of it" in headline
+    assert "%.2f s by the agent's own clock" % real_report(TIMED)["duration_s"] in headline
+    assert "the agent's 10.7" not in headline

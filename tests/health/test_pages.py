@@ -71,3 +71,42 @@ def test_downloading_an_rma_bundle_is_audited_naming_the_user_and_the_node(clien
     assert (event.actor, event.actor_name, event.object_type, event.object_id) == (
         operator, "operator-3", "nodes.node", str(node.id))
     assert event.detail == {"bundle": "evidence-gpu-rma.zip", "transition": sent.id, "sha256": bundle.sha256}
+
+
+def test_loop_controls_offer_only_what_the_machine_would_do_and_say_what_it_does(client, django_user_model,
+                                                                                 loop_settings, act_policy):
+    """A ready node: no rung, no "mark healthy" (nothing to do), only RMA; a quarantined one: its rungs, the reset
+    naming its GPU; the server refuses what the page does not offer."""
+    from tests.health.standin import UUID
+
+    LoopPolicy.objects.filter(id=act_policy.id).update(auto=False, interval_s=45)
+    node = make_node("gpu-ctl")
+    client.force_login(user_with_role(django_user_model, "operator-ctl", "operator"))
+    page = client.get(node.get_absolute_url()).content.decode()
+    assert "Next: watched every 45 s" in page and "every interval" not in page
+    assert 'id="loop-remediate-' not in page and 'id="loop-healthy"' not in page
+    assert 'id="loop-rma"' in page and "Send to RMA (drains the node in Slurm; attaches the evidence bundle)" in page
+    client.post("/nodes/%s/loop/" % node.id, {"decision": "remediate:reset", "reason": "try it"})
+    assert NodeLoop.objects.get(node=node).state == machine.READY
+    assert not Transition.objects.filter(node=node).exists()
+
+    report_ingest(node, watch_report("xid79"))
+    report_ingest(node, watch_report())
+    assert NodeLoop.objects.get(node=node).state == machine.QUARANTINED
+    page = client.get(node.get_absolute_url()).content.decode()
+    assert 'id="loop-remediate-reset"' in page and "Reset GPU %s (drains first)" % UUID in page
+    assert 'id="loop-remediate-revalidate"' in page
+    assert "Mark healthy (resumes the node in Slurm)" in page
+    assert 'id="loop-remediate-reboot"' not in page and "CUDAWEB_REBOOT_COMMAND is not set" in page
+    client.post("/nodes/%s/loop/" % node.id, {"decision": "remediate:reboot", "reason": "try it"})
+    assert NodeLoop.objects.get(node=node).state == machine.QUARANTINED
+    client.post("/nodes/%s/loop/" % node.id, {"decision": "remediate:revalidate", "reason": "look harder"})
+    assert NodeLoop.objects.get(node=node).state == machine.REVALIDATING
+
+
+def test_a_viewer_sees_no_controls_and_the_card_links_the_policy_for_admins(client, django_user_model):
+    node = make_node("gpu-ctl-v")
+    client.force_login(user_with_role(django_user_model, "viewer-ctl", "viewer"))
+    page = client.get(node.get_absolute_url()).content.decode()
+    assert 'id="loop-rma"' not in page and 'id="loop-policy"' in page and "the defaults" in page
+    assert 'id="loop-policies-link"' not in page

@@ -146,3 +146,24 @@ def test_the_breakers_window_starts_again_when_an_admin_closes_it(loop_settings,
     assert services.breaker_close(user=admin_user) == 1
     assert NodeLoop.objects.get(node=nodes[1]).state == machine.QUARANTINED
     assert not Breaker.objects.get(id=1).is_open
+
+
+def test_a_reset_waits_for_a_drain_queued_a_moment_before_instead_of_ending_busy(rung, loop_settings, monkeypatch):
+    """The quarantine queues its drain and the rung starts at once: a drain delivered while the reset waits for it
+    lets the reset run (every first reset ended busy, then waited a retry); one still pending at the wait's end
+    ends it busy."""
+    loop_settings.CUDAWEB_LOOP_DRAIN_WAIT_S = 30
+    node, action, log = rung()
+    drain = _drain(node, HookDelivery.Kind.SLURM_DRAIN, status=HookDelivery.Status.PENDING)
+    waits = []
+
+    def delivered_meanwhile(seconds):  # the hooks' worker delivers it while the rung waits
+        waits.append(seconds)
+        HookDelivery.objects.filter(id=drain.id).update(status=HookDelivery.Status.DELIVERED)
+
+    monkeypatch.setattr(remediation, "_pause", delivered_meanwhile)
+    status, outcome = remediation._reset(action)
+    assert status == LoopAction.Status.SUCCEEDED and len(waits) == 1, outcome
+    loop_settings.CUDAWEB_LOOP_DRAIN_WAIT_S = 0
+    HookDelivery.objects.filter(id=drain.id).update(status=HookDelivery.Status.PENDING)
+    assert remediation._reset(action)[0] == LoopAction.Status.BUSY

@@ -144,5 +144,5 @@ def test_a_second_attempt_whose_interpreter_is_gone_keeps_the_first_report(tmp_p
     # coreutils timeout finds no interpreter: 127, and nothing on stdout
     assert note["error"] == ("the second attempt printed no report (exit status 127): "
                              "the agent printed nothing on stdout")
-    assert note["summary"] == "second attempt of 6 check(s): 6 unconfirmed"
+    assert note["summary"] == "second attempt of 6 checks: 6 unconfirmed"
     assert {kind for kind, _ in outcomes.values()} == {"unconfirmed"}

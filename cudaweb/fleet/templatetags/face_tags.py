@@ -6,6 +6,7 @@ from django import template
 from cudaweb.drift.catalog import METRICS
 from cudaweb.drift.figures import display_unit
 from cudaweb.fleet.selectors import RAN_MARK
+from cudaweb.health import selectors as health_selectors
 from cudaweb.nodes import states
 
 register = template.Library()
@@ -33,7 +34,24 @@ def tone(status):
 def node_state(node):
     """(label, tone, title) of a node's state badge, in the one vocabulary (cudaweb.nodes.states)."""
     state = states.node_state(node)
+    if state.key == states.QUARANTINED.key:
+        # one word, one meaning: the badge says who holds the node, as the loop's card counts it
+        holder = health_selectors.quarantine_holder(node)
+        return "Quarantined by %s" % holder, state.tone, (
+            "taken out of service by an operator" if holder == health_selectors.BY_OPERATOR else
+            "the loop drained it after a fault; it leaves when the loop's ladder or an operator returns it")
     return state.label, state.tone, state.description
+
+
+# An event's badge by its class: only hardware faults are red (the loop acts on them); an application's fault is a
+# warning, an observation is neutral, whatever severity the watch gave it.
+EVENT_TONES = {"hardware": "fail", "application": "warn", "observation": "skip"}
+
+
+@register.filter
+def event_tone(klass):
+    """The status word whose tone a health event of class `klass` is shown in."""
+    return EVENT_TONES.get(klass or "", "none")
 
 
 @register.filter
@@ -44,13 +62,21 @@ def state_tone(key):
 
 
 @register.filter
-def check_state(check):
-    """(label, tone, title) of a check's badge. A check the agent ran and passed but could not count, because a
-    lower layer failed, is "ran" (its figures are real), not a plain skip."""
+def not_counted(check):
+    """The agent ran the check and it passed, but a lower layer failed, so its pass does not count (its figures are
+    real): the agent says "skip" with RAN_MARK in the summary."""
     get = check.get if isinstance(check, dict) else lambda key: getattr(check, key, None)
-    status, summary = get("status") or "", str(get("summary") or "")
-    if status == "skip" and RAN_MARK in summary:
-        return "ran", "ran", "ran and passed, but a lower layer failed, so it cannot count as a pass"
+    return (get("status") or "") == "skip" and RAN_MARK in str(get("summary") or "")
+
+
+@register.filter
+def check_state(check):
+    """(label, tone, title) of a check's badge. The label is the agent's status word, as the API, JUnit, the compare
+    page and the agent's text say it; a check not counted above a failed layer is "skip" in its own tone, and its
+    title says why."""
+    status = (check.get if isinstance(check, dict) else lambda key: getattr(check, key, None))("status") or ""
+    if not_counted(check):
+        return status, "ran", "ran and passed, but a lower layer failed, so it cannot count as a pass"
     return status, tone(status), ""
 
 

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from cudaweb.accounts import audit
 from cudaweb.fleet.access import guarded
-from cudaweb.health import machine, services
+from cudaweb.health import machine, selectors, services
 from cudaweb.health.models import RmaBundle
 from cudaweb.nodes.models import Node
 
@@ -18,8 +18,14 @@ from cudaweb.nodes.models import Node
 def node_loop_decide(request, node_id):
     node = get_object_or_404(Node, id=node_id)
     verdict, action = request.POST.get("verdict", ""), request.POST.get("action", "")
+    if "decision" in request.POST:  # the page's buttons: "healthy", "rma", "remediate:<rung>"
+        verdict, _, action = request.POST["decision"].partition(":")
     if verdict == "remediate" and action not in machine.RUNGS:
         messages.error(request, "Choose a rung: %s." % ", ".join(machine.RUNGS))
+        return redirect(node)
+    if verdict in ("healthy", "rma", "remediate") and not selectors.loop_control_offered(node, verdict, action):
+        messages.error(request, "Not now: the node is %s and the loop would not act on that (the page offers what "
+                                "it would)." % services.loop_of(node).state)
         return redirect(node)
     try:
         transition = services.operator_decide(node=node, user=request.user, verdict=verdict, action=action,
@@ -35,8 +41,9 @@ def node_loop_decide(request, node_id):
 @require_POST
 def breaker_close(request):
     looked_again = services.breaker_close(user=request.user)
-    messages.info(request, "The circuit breaker is closed; %d node(s) it held were looked at again (the limits "
-                           "still hold)." % looked_again)
+    messages.info(request, "The circuit breaker is closed; %d node%s it held %s looked at again (the limits "
+                           "still hold)." % (looked_again, "" if looked_again == 1 else "s",
+                                             "was" if looked_again == 1 else "were"))
     return redirect("fleet:node_list")
 
 

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from cudaweb.drift import selectors as drift_selectors
 from cudaweb.drift.services import baseline_pin
+from cudaweb.fleet import selectors as fleet_selectors
 from cudaweb.fleet.access import guarded
 from cudaweb.fleet.forms import NodeEditForm, NodeForm, ValidateForm
 from cudaweb.health import selectors as health_selectors
@@ -53,7 +54,8 @@ def node_add(request):
             name=data["name"], address=data["address"], port=data["port"], username=data["username"],
             python_path=data["python_path"], labels=data["labels"], private_key=data["private_key"] or None,
             key_path=data["key_path"], credential=data.get("credential"), created_by=request.user)
-        messages.info(request, "Node %s added. Check its host key fingerprint." % node.name)
+        # no fingerprint to check yet: the step below asks a worker to read the key, and says to compare it once shown
+        messages.info(request, "Node %s added. Next: read its host key." % node.name)
         return redirect("fleet:node_onboard", node_id=node.id)
     return render(request, "fleet/node_add.html", {"form": form})
 
@@ -88,6 +90,7 @@ def node_detail(request, node_id):
         "records": node.acceptance_records.select_related("decided_by")[:10],
         "flaky": node_flakiness(node),
         "root_cause": run_root_cause(run=node.last_run),
+        "gpus": fleet_selectors.node_gpus(node=node),
         "loop": health_selectors.node_timeline(node),
         "gpu_conflicts": node_uuid_conflicts(node=node),
         "credential": report_credentials.node_credential_active(node),

@@ -92,12 +92,13 @@ def acceptance_detail(request, record_id):
     record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "run", "decided_by"), id=record_id)
     checks = (record.evidence.get("report") or {}).get("checks", [])
     return render(request, "fleet/acceptance_detail.html", {"record": record, "checks": checks,
-                                                            "rests_on": evidence.record_rests_on(record)})
+                                                            "rests_on": evidence.record_rests_on(record),
+                                                            "bundle_holds": evidence.bundle_holds(record)})
 
 
 @guarded
 def acceptance_bundle(request, record_id):
-    """The RMA evidence bundle (zip): the record, the node's recent history, the burn-in series as CSV."""
+    """The RMA evidence bundle (zip): the record, the node's recent history, the burn-in series as CSV if any."""
     record = get_object_or_404(AcceptanceRecord.objects.select_related("node", "decided_by"), id=record_id)
     name, payload = evidence.rma_bundle(record)
     audit.record("acceptance.bundle_exported", obj=record.node, record=str(record.id), bytes=len(payload))

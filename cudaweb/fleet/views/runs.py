@@ -2,6 +2,7 @@
 
 import re
 import uuid
+from collections import Counter
 
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
@@ -71,18 +72,25 @@ def _batch_runs(request):
     return list(runs.select_related("node").defer("report", "raw_output", "progress").order_by("node__name"))
 
 
+def _batch_state(runs):
+    """The batch's runs, whether any is live and, once none is, what came of them ("1 passed, 1 failed"): a batch
+    that ended is titled by its result, not "validating"."""
+    live = any(r.is_live for r in runs)
+    outcome = Counter(r.status for r in runs) if not live else {}
+    ended = ", ".join("%d %s" % (n, status.lower().replace("_", " ")) for status, n in sorted(outcome.items()))
+    return {"runs": runs, "live": live, "ended": ended}
+
+
 @guarded
 def batch(request):
     """Several runs requested together: each one's progress, polled while any is live."""
     runs = _batch_runs(request)
-    return render(request, "runs/batch.html", {"runs": runs, "live": any(r.is_live for r in runs),
-                                               "query": request.GET.urlencode()})
+    return render(request, "runs/batch.html", dict(_batch_state(runs), query=request.GET.urlencode()))
 
 
 @guarded
 def batch_fragment(request):
-    runs = _batch_runs(request)
-    return render(request, "runs/_batch_rows.html", {"runs": runs, "live": any(r.is_live for r in runs)})
+    return render(request, "runs/_batch_rows.html", _batch_state(_batch_runs(request)))
 
 
 @guarded

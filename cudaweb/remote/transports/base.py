@@ -30,6 +30,11 @@ class HostSetupError(TransportError):
     node-side state (AGENT_ERROR), never as the dashboard's error."""
 
 
+class Cancelled(TransportError):
+    """The caller's stop event was set while the agent ran (another end of a network test could not start): the
+    agent is ended, as on a timeout, and what it printed is dropped."""
+
+
 class TimedOut(TransportError):
     def __init__(self, message, stdout="", stderr=""):
         super().__init__(message)
@@ -84,13 +89,14 @@ def agent_command(python, agent_path, agent_args, limit_s, env=None):
         list(agent_args)
 
 
-def read_bounded(streams, limit_s, deadline, output_cap, on_stderr_line=None):
+def read_bounded(streams, limit_s, deadline, output_cap, on_stderr_line=None, stop=None):
     """Read a running agent's stdout and stderr until both end; the one read loop of every transport.
 
     `streams` gives `read(timeout)` -> [("out" | "err", bytes)] and `done()`. stdout is kept up to `output_cap`
     bytes (more marks it truncated); stderr goes line by line to `on_stderr_line` and is kept capped. Past
-    `deadline` (time.monotonic()) the agent is declared hung: TimedOut carries what it printed so far.
-    Returns (stdout text, stderr text, truncated).
+    `deadline` (time.monotonic()) the agent is declared hung: TimedOut carries what it printed so far. Once `stop`
+    (a threading.Event) is set, Cancelled is raised within a read's second. Returns (stdout text, stderr text,
+    truncated).
     """
     stdout = bytearray()
     stderr = LineSplitter(on_stderr_line, output_cap)
@@ -98,6 +104,8 @@ def read_bounded(streams, limit_s, deadline, output_cap, on_stderr_line=None):
     while not streams.done():
         if time.monotonic() > deadline:
             raise TimedOut("the agent ran past %d s" % limit_s, stdout.decode("utf-8", "replace"), stderr.text())
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped by the caller after %s" % getattr(stop, "reason", "a stop was asked"))
         for name, chunk in streams.read(1.0):
             if name == "err":
                 stderr.feed(chunk)

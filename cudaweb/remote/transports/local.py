@@ -93,7 +93,7 @@ class LocalTransport:
             raise TimedOut("%s ran past %d s" % (argv[0], timeout_s))
         return ExecResult(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
 
-    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
+    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None, stop=None):
         argv = agent_command(python, agent_path, agent_args, limit_s, env)
         try:
             # stdin stays open, unwritten, for as long as this process lives: an agent run with --exit-with-stdin
@@ -105,7 +105,7 @@ class LocalTransport:
         deadline = time.monotonic() + limit_s + BACKSTOP_S
         pipes = _Pipes(popen)
         try:
-            stdout, stderr, truncated = read_bounded(pipes, limit_s, deadline, self.output_cap, on_stderr_line)
+            stdout, stderr, truncated = read_bounded(pipes, limit_s, deadline, self.output_cap, on_stderr_line, stop)
             status = popen.wait(timeout=max(1, deadline - time.monotonic()))
         finally:
             pipes.close()

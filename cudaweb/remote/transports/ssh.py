@@ -216,7 +216,7 @@ class SSHTransport:
             raise HostSetupError("cannot move the agent into place on %s: %s" % (self.address, _first_line(err)))
         return path
 
-    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None):
+    def run_agent(self, python, agent_path, agent_args, limit_s, on_stderr_line=None, env=None, stop=None):
         command = shlex.join(agent_command(python, agent_path, agent_args, limit_s, env))
         try:
             channel = self.client.get_transport().open_session(timeout=self.connect_timeout)
@@ -227,7 +227,7 @@ class SSHTransport:
         deadline = time.monotonic() + limit_s + BACKSTOP_S
         try:
             stdout, stderr, truncated = read_bounded(_Channel(channel), limit_s, deadline, self.output_cap,
-                                                     on_stderr_line)
+                                                     on_stderr_line, stop)
             status = channel.recv_exit_status()
         finally:
             channel.close()

@@ -21,6 +21,12 @@ from cudaweb.common import numbers
 from cudaweb.cli import InputError
 from cudaweb.embedded import free_port, start_redis, wait_for_port
 
+# The worker's log level under make run: at INFO it printed beat's every tick (the loop's watch runs each 2 s) and
+# each task received and done, ~100 lines a minute at idle, scrolling the admin password away. WARNING keeps what
+# needs a look (a task that failed, a worker lost); CUDAWEB_WORKER_LOG_LEVEL=INFO shows the rest when debugging.
+WORKER_LOG_LEVEL = "WARNING"
+ADMIN_PASSWORD_FILE = "admin-password"  # under var/, mode 600: the generated password, until the admin changes it
+CHANGE_ADMIN_PASSWORD = "python manage.py changepassword admin"
 MAX_RESTARTS = 5  # within RESTART_WINDOW_S: a worker that cannot stay up is a fault to show, not to hide
 RESTART_WINDOW_S = 300
 
@@ -49,6 +55,27 @@ def web_command(port):
     return [sys.executable, str(settings.BASE_DIR / "manage.py"), "runserver", "127.0.0.1:%d" % port, "--noreload"]
 
 
+def worker_command():
+    """The worker of make run, beat inside it (-B: one process on one machine, so scheduled revalidation runs under
+    make run too), logging at WORKER_LOG_LEVEL unless CUDAWEB_WORKER_LOG_LEVEL says otherwise."""
+    level = os.environ.get("CUDAWEB_WORKER_LOG_LEVEL", WORKER_LOG_LEVEL).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise InputError("CUDAWEB_WORKER_LOG_LEVEL=%r is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL" % level)
+    return [sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", level, "--concurrency", "2",
+            "--schedule", str(local_state.VAR_DIR / "celerybeat-schedule")]
+
+
+def admin_password_box(password):
+    """The generated admin password framed, with the file that keeps it: printed last, after the server is up."""
+    path = local_state.VAR_DIR / ADMIN_PASSWORD_FILE
+    lines = ["created user admin, password: %s (shown once)" % password,
+             "also kept in %s (mode 600); delete it once you have changed the password:" % path,
+             "  %s" % CHANGE_ADMIN_PASSWORD]
+    width = max(len(line) for line in lines)
+    rule = "+" + "-" * (width + 2) + "+"
+    return "\n".join([rule] + ["| %s |" % line.ljust(width) for line in lines] + [rule])
+
+
 def _forward(stream, stopping):
     """Copy a child's stderr to ours, line by line, until `stopping` is set (then read and drop the rest)."""
     for line in iter(stream.readline, b""):
@@ -70,6 +97,9 @@ def _port_free_or_exit(port, given_as):
     if not 0 < port < 65536:
         raise InputError("%s is not a TCP port (1-65535)" % given_as)
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As runserver binds: a connection of our last run in TIME-WAIT (a minute after Ctrl-C) does not hold the port,
+    # while a listener still does (Linux refuses the bind then, SO_REUSEADDR or not).
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         probe.bind(("127.0.0.1", port))
     except OSError as exc:
@@ -88,6 +118,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         port = options["port"] if options["port"] is not None else _env_port()
+        worker_command()  # a bad CUDAWEB_WORKER_LOG_LEVEL fails here, before anything starts
         _port_free_or_exit(port, "--port %d" % port if options["port"] is not None else "CUDAWEB_PORT=%d" % port)  # before anything starts: another server there would answer for us
         self.children = {}
         self.stopping = threading.Event()
@@ -140,13 +171,10 @@ class Command(BaseCommand):
                "again" % ", ".join("%s (run %s, %s)" % (r.node.name, str(r.id)[:8], r.status) for r in live)
 
     def _worker(self, env):
-        # -B: beat inside the worker (one process on one machine), so scheduled revalidation runs under make run
-        # too; its own session, so that stopping it stops its pool and beat. Its log goes through us, so that once
-        # we stop it (Ctrl-C) a pool process lost mid-run does not print a 40-line WorkerLostError.
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cudaweb", "worker", "-B", "-l", "INFO",
-                                   "--concurrency", "2", "--schedule",
-                                   str(local_state.VAR_DIR / "celerybeat-schedule")],
-                                  env=env, cwd=settings.BASE_DIR, start_new_session=True, stderr=subprocess.PIPE)
+        # Its own session, so that stopping it stops its pool and beat. Its log goes through us, so that once we
+        # stop it (Ctrl-C) a pool process lost mid-run does not print a 40-line WorkerLostError.
+        worker = subprocess.Popen(worker_command(), env=env, cwd=settings.BASE_DIR, start_new_session=True,
+                                  stderr=subprocess.PIPE)
         threading.Thread(target=_forward, args=(worker.stderr, self.stopping), daemon=True).start()
         return worker
 
@@ -161,7 +189,7 @@ class Command(BaseCommand):
             local_state.write_runtime_env({"REDIS_URL": env["REDIS_URL"]})
             self.stdout.write("embedded redis on %s (queue kept in %s)" % (env["REDIS_URL"], redis_dir))
         call_command("migrate", interactive=False, verbosity=0)
-        self._ensure_admin()
+        admin_notice = self._ensure_admin()
         from cudaweb.nodes.services import node_register_local
 
         node_register_local(python_path=sys.executable)
@@ -171,10 +199,13 @@ class Command(BaseCommand):
         if not wait_for_port(port, timeout=30) or self.children["web"].poll() is not None:
             raise SystemExit("the web server did not start on port %d" % port)
         self.stdout.write(self.style.SUCCESS("cudaweb is up: http://127.0.0.1:%d/  (Ctrl-C stops it)" % port))
+        if admin_notice:
+            self.stdout.write(self.style.WARNING(admin_notice))  # last, so the startup lines do not scroll it away
         return env
 
     def _ensure_admin(self):
-        """The local user `admin`: a superuser in the admin role group (created once; an older one gets the group)."""
+        """The local user `admin`: a superuser in the admin role group (created once; an older one gets the group).
+        Returns the framed password notice to print once the server is up (None when there is none to show)."""
         from django.contrib.auth import get_user_model
         from django.contrib.auth.password_validation import validate_password
         from django.core.exceptions import ValidationError
@@ -185,13 +216,23 @@ class Command(BaseCommand):
         existing = User.objects.filter(username="admin").first()
         if existing is not None:
             role_set(user=existing, role="admin")
-            self.stdout.write("admin account exists (password as printed when it was created)")
-            return
+            kept = local_state.VAR_DIR / ADMIN_PASSWORD_FILE
+            self.stdout.write("admin account exists (password as printed when it was created%s); to set a new one: %s"
+                              % (", kept in %s" % kept if kept.exists() else "", CHANGE_ADMIN_PASSWORD))
+            return None
         password = os.environ.get("CUDAWEB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         try:
             validate_password(password, user=User(username="admin"))
         except ValidationError as exc:
             raise InputError("CUDAWEB_ADMIN_PASSWORD is refused: %s No user was created." % " ".join(exc.messages))
         role_set(user=User.objects.create_superuser("admin", "", password), role="admin")
-        shown = "from CUDAWEB_ADMIN_PASSWORD" if os.environ.get("CUDAWEB_ADMIN_PASSWORD") else password
-        self.stdout.write(self.style.WARNING("created user admin, password: %s (shown once)" % shown))
+        if os.environ.get("CUDAWEB_ADMIN_PASSWORD"):
+            self.stdout.write("created user admin, password from CUDAWEB_ADMIN_PASSWORD")
+            return None
+        local_state.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        kept = local_state.VAR_DIR / ADMIN_PASSWORD_FILE
+        kept.unlink(missing_ok=True)  # one of an earlier database: created anew so that it is 600 from the start
+        descriptor = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(password + "\n")
+        return admin_password_box(password)

@@ -71,9 +71,10 @@ class Command(BaseCommand):
         dashboard_or_exit(self.stderr)
         unready = [node.name for node in nodes if not node.can_validate]
         if unready:  # the page's and the API's rule (409 there): no run is created for a node we may not reach
-            raise InputError("accept the host key of %s before validating %s (node page: Fetch host key, then "
-                             "Accept); nothing was queued" % (", ".join(unready), "it" if len(unready) == 1 else
-                                                             "them"))
+            raise InputError("accept the host key of %s before validating %s (manage.py accept_host_key NODE "
+                             "--fingerprint SHA256:..., import_nodes --known-hosts FILE, or the node page: Fetch host "
+                             "key, then Accept); nothing was queued" % (", ".join(unready), "it" if len(unready) == 1
+                                                                         else "them"))
         seconds = options["burnin_seconds"]
         if seconds is not None and not burnin.MIN_SECONDS <= seconds <= burnin.MAX_SECONDS:
             raise InputError("--burnin-seconds must be between %d and %d" % (burnin.MIN_SECONDS, burnin.MAX_SECONDS))

@@ -19,8 +19,8 @@ WAIT_S = 1800
 
 class Command(BaseCommand):
     help = ("Test the network between nodes through the worker, as the network page does. Without --wait print the "
-            "test's id. With --wait: exit 0 nothing found, 1 a pair failed or a slow node or link was named, 2 the "
-            "test could not complete.")
+            "test's id. With --wait: exit 0 nothing found, 1 a pair failed, the all-reduce over every node failed "
+            "or was slow, or a slow node or link was named, 2 the test could not complete.")
 
     def add_arguments(self, parser):
         parser.add_argument("nodes", nargs="*", metavar="NAME", help="node names")
@@ -68,7 +68,16 @@ class Command(BaseCommand):
             for collective in test.collectives.all():
                 self.stdout.write("  round %d %s [%s]: %s %s" % (collective.round, collective.role, ",".join(
                     collective.members), collective.status, collective.failure or collective.busbw_gbs))
-        if test.status != NetworkTest.Status.DONE:
-            raise SystemExit(EXIT_INCOMPLETE)
-        failed = test.suspects or test.pairs.filter(status="fail").exists()
-        raise SystemExit(EXIT_FINDINGS if failed else EXIT_CLEAN)
+        raise SystemExit(exit_code(test))
+
+
+def exit_code(test):
+    """0 nothing found; 1 a finding: a failed pair, the all-reduce over every node failed (status FAILED) or slow,
+    a suspect named; 2 the test did not end (still live at the wait's end, or our own error)."""
+    if test.status == NetworkTest.Status.FAILED:
+        return EXIT_FINDINGS
+    if test.status != NetworkTest.Status.DONE:
+        return EXIT_INCOMPLETE
+    failed = (test.suspects or test.pairs.filter(status="fail").exists()
+              or test.collectives.filter(round=0).exclude(status="pass").exists())
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
