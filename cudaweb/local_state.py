@@ -32,9 +32,25 @@ def read_runtime_env():
     return {key.strip(): value.strip() for key, value in pairs}
 
 
+# What a running `make run` hands a second shell (manage.py add_node, validate_node ...): its Redis and the CUDAWEB_*
+# settings it was started with, so that a command judges an address or a limit as the dashboard does. Secrets stay
+# in the environment they were given in: a name holding one of these words is never written.
+SECRET_WORDS = ("TOKEN", "PASSWORD", "SECRET", "KEY", "WEBHOOK_URL", "CREDENTIAL")
+
+
+def runtime_values(environ, redis_url):
+    """The values var/runtime.env keeps for `environ` (make run's environment) and its Redis."""
+    values = {name: value for name, value in environ.items() if name.startswith("CUDAWEB_")
+              and not any(word in name for word in SECRET_WORDS) and "\n" not in value}
+    values["REDIS_URL"] = redis_url
+    return values
+
+
 def write_runtime_env(values):
     VAR_DIR.mkdir(exist_ok=True)
-    RUNTIME_ENV.write_text("".join("%s=%s\n" % item for item in sorted(values.items())))
+    descriptor = os.open(RUNTIME_ENV, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as fh:
+        fh.write("".join("%s=%s\n" % item for item in sorted(values.items())))
 
 
 def clear_runtime_env():

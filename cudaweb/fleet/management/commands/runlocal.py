@@ -186,8 +186,9 @@ class Command(BaseCommand):
             redis_dir.mkdir(parents=True, exist_ok=True)
             self.children["redis"] = start_redis(redis_port, redis_dir, persist=True)
             env["REDIS_URL"] = "redis://127.0.0.1:%d/0" % redis_port
-            local_state.write_runtime_env({"REDIS_URL": env["REDIS_URL"]})
             self.stdout.write("embedded redis on %s (queue kept in %s)" % (env["REDIS_URL"], redis_dir))
+        # a second shell's commands see the Redis and the settings this dashboard runs with (not its secrets)
+        local_state.write_runtime_env(local_state.runtime_values(os.environ, env["REDIS_URL"]))
         call_command("migrate", interactive=False, verbosity=0)
         admin_notice = self._ensure_admin()
         from cudaweb.nodes.services import node_register_local
