@@ -61,6 +61,11 @@ def _gpus(check):
     return found or [""]
 
 
+def _signatures(check):
+    """The signatures of a check a finding is made of: short strings, at most MAX_SIGNATURES."""
+    return [s for s in (check.get("signatures") or ()) if isinstance(s, str) and 0 < len(s) <= 64][:MAX_SIGNATURES]
+
+
 def findings(report, limit=None):
     """[(check, gpu_uuid, signature, severity, summary, evidence)] of a report's checks that did not pass or that
     carry a signature, the first `limit` of them in the report's order (layer order: the root cause first).
@@ -76,12 +81,12 @@ def findings(report, limit=None):
     for check in checks:
         if not isinstance(check, dict) or not isinstance(check.get("id"), str):
             raise ReportRefused("every check is an object with an \"id\"")
-        names = [s for s in (check.get("signatures") or ()) if isinstance(s, str) and 0 < len(s) <= 64]
+        names = _signatures(check)
         status = check.get("status")
         if status not in SEVERITY and not names:
             continue
         severity = SEVERITY.get(status, HealthEvent.Severity.INFO)
-        for name in names[:MAX_SIGNATURES] or ["%s_%s" % (check["id"][:40].replace(".", "_"), status)]:
+        for name in names or ["%s_%s" % (check["id"][:40].replace(".", "_"), status)]:
             for gpu in _gpus(check)[:MAX_GPUS]:
                 if limit is not None and len(out) >= limit:
                     return out
@@ -94,9 +99,9 @@ def findings_count(report):
     """How many findings a report holds (what findings() would give without a limit), counted without building them."""
     total = 0
     for check in report.get("checks") or ():
-        names = [s for s in (check.get("signatures") or ()) if isinstance(s, str) and 0 < len(s) <= 64]
+        names = _signatures(check)
         if check.get("status") in SEVERITY or names:
-            total += max(1, len(names[:MAX_SIGNATURES])) * len(_gpus(check)[:MAX_GPUS])
+            total += max(1, len(names)) * len(_gpus(check)[:MAX_GPUS])
     return total
 
 

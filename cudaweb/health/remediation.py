@@ -102,24 +102,26 @@ SCHEDULERS = ((HookDelivery.Kind.SLURM_DRAIN, HookDelivery.Kind.SLURM_RESUME, "C
 
 
 def _out_of_service(node):
-    """(None, "") when every scheduler configured has the node out of its hands: for each, the newest drain /
-    resume of the node is a drain, delivered. ("idle", "") when none is configured and the node's policy says it
-    has no scheduler: the caller then needs every GPU idle. Else (Status.BUSY, why): no reset or reboot."""
+    """(None, "", False) when every scheduler configured has the node out of its hands: for each, the newest drain /
+    resume of the node is a drain, delivered. ("idle", "", False) when none is configured and the node's policy says
+    it has no scheduler: the caller then needs every GPU idle. Else (Status.BUSY, why, whether a drain is pending,
+    i.e. may yet be delivered): no reset or reboot."""
     configured = [(drain, resume, what) for drain, resume, setting, what in SCHEDULERS if getattr(settings, setting)]
     if not configured:
         if policy_of(node).no_scheduler:
-            return "idle", ""
+            return "idle", "", False
         return Status.BUSY, "no scheduler is configured to drain the node (CUDAWEB_SLURM_CONTROLLER, " \
-            "CUDAWEB_K8S_API) and its policy does not say it has none: no reset or reboot of a node that may run jobs"
+            "CUDAWEB_K8S_API) and its policy does not say it has none: no reset or reboot of a node that may run " \
+            "jobs", False
     for drain, resume, what in configured:
         newest = HookDelivery.objects.filter(node=node, kind__in=(drain, resume)).order_by("-created", "-id").first()
         if newest is None or newest.kind != drain:
             return Status.BUSY, "no %s drain of the node is on record: no reset or reboot of a node the scheduler " \
-                "may still use" % what
+                "may still use" % what, False
         if newest.status != HookDelivery.Status.DELIVERED:
             return Status.BUSY, "the node's %s drain is %s, not delivered: no reset or reboot of a node the " \
-                "scheduler may still use" % (what, newest.status)
-    return None, ""
+                "scheduler may still use" % (what, newest.status), newest.status == HookDelivery.Status.PENDING
+    return None, "", False
 
 
 def _drained_in_time(node):
@@ -128,10 +130,7 @@ def _drained_in_time(node):
     waited a retry). A drain failed for good, or none on record, is answered at once."""
     deadline = time.monotonic() + settings.CUDAWEB_LOOP_DRAIN_WAIT_S
     while True:
-        status, why = _out_of_service(node)
-        pending = status == Status.BUSY and HookDelivery.objects.filter(
-            node=node, status=HookDelivery.Status.PENDING,
-            kind__in=[drain for drain, _, setting, _ in SCHEDULERS if getattr(settings, setting)]).exists()
+        status, why, pending = _out_of_service(node)
         if not pending or time.monotonic() >= deadline:
             return status, why
         _pause(DRAIN_POLL_S)
